@@ -1,0 +1,62 @@
+"""Queue capacity policy: limits and the non-preemptible quota, at every level (spec 3.6).
+
+Shared by the greedy engine (per attempt and per task) and by the explanations of jobs left
+pending; the CP-SAT model encodes the same rules as linear constraints in model/quota.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from kai_cp.jobs import JobInfo
+from kai_cp.queues import RESOURCES, QueueInfo
+
+_UNIT = {"gpu": ("GPUs", 1), "cpu": ("CPU cores", 1000), "memory": ("memory", 10 ** 9)}
+_NP_UNIT = {"gpu": ("GPUs", "GPUs"), "cpu": ("CPU cores", "cores"), "memory": ("GB memory", "GB")}
+
+
+def human(value: Fraction, r: str) -> str:
+    """KAI's message rendering: cores and GB, 3 significant decimals, -1 as Unlimited (1.10)."""
+    if value == -1:
+        return "Unlimited"
+    v = float(value / _UNIT[r][1])
+    return f"{round(v, 3):g}"
+
+
+@dataclass(frozen=True)
+class CapacityFailure:
+    reason: str            # OverLimit | NonPreemptibleOverQuota
+    message: str
+    queue: str
+    resource: str
+
+
+def check(job: JobInfo, req: dict[str, Fraction], path: list[QueueInfo],
+          allocated: dict[str, dict[str, Fraction]], allocated_np: dict[str, dict[str, Fraction]]) -> CapacityFailure | None:
+    """First violation walking leaf -> root: limit first, then non-preemptible quota."""
+    for q in path:
+        a = allocated[q.name]
+        for r in RESOURCES:
+            m = q.limit[r]
+            if m != -1 and req[r] > 0 and m < a[r] + req[r]:
+                unit = _UNIT[r][0] if r != "memory" else "GB"
+                what = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "memory"}[r]
+                return CapacityFailure(
+                    "OverLimit",
+                    f"{q.label} quota has reached the allowable limit of {what}. Limit is {human(m, r)} {unit}, "
+                    f"currently {human(a[r], r)} {unit} allocated and workload requested {human(req[r], r)} {unit}",
+                    q.name, r)
+        if not job.preemptible:
+            anp = allocated_np[q.name]
+            for r in RESOURCES:
+                d = q.deserved[r]
+                if d != -1 and req[r] > 0 and d < anp[r] + req[r]:
+                    what, unit = _NP_UNIT[r]
+                    return CapacityFailure(
+                        "NonPreemptibleOverQuota",
+                        f"Non-preemptible workload is over quota. Workload requested {human(req[r], r)} {what}, "
+                        f"but {q.label} quota is {human(d, r)} {unit}, while {human(anp[r], r)} {unit} are already "
+                        f"allocated for non-preemptible pods. Use a preemptible workload to go over quota.",
+                        q.name, r)
+    return None

@@ -1,0 +1,110 @@
+"""The `kai-cp` command line (interfaces.md sections 2-4).
+
+File-level problems end with exit code 2 and one message on stderr; nothing is written then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from typing import Sequence
+
+from kai_cp.cycle import DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES, CycleSettings, run_cycle
+from kai_cp.errors import SnapshotError
+from kai_cp.loader import load_snapshot, write_json_atomic
+from kai_cp.simulate import simulate
+from kai_cp.state import build_cluster_state
+
+
+def _positive_float(text: str) -> float:
+    v = float(text)
+    if not v > 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return v
+
+
+def _positive_int(text: str) -> int:
+    v = int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return v
+
+
+def _solver_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=ENGINES, default="cp-sat", help="decision engine (default cp-sat)")
+    p.add_argument("--time-limit", type=_positive_float, default=DEFAULT_TIME_LIMIT,
+                   help=f"seconds for the whole cycle; the solver gets what building left (default {DEFAULT_TIME_LIMIT})")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"solver random seed (default {DEFAULT_SEED})")
+    p.add_argument("--workers", type=_positive_int, default=DEFAULT_WORKERS,
+                   help=f"solver worker threads (default {DEFAULT_WORKERS}); fixed so decisions are reproducible")
+    p.add_argument("-v", "--verbose", action="store_true", help="solver log and timings on stderr")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="kai-cp", description="KAI-Scheduler compatible scheduler: one CP-SAT model per cycle")
+    sub = ap.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("solve", help="run one scheduling cycle on a snapshot and print its decisions")
+    s.add_argument("snapshot", help="KAI snapshot: the ZIP served at /get-snapshot, or its snapshot.json")
+    s.add_argument("-o", "--output", help="write the decisions here instead of stdout")
+    _solver_options(s)
+    m = sub.add_parser("simulate", help="run several cycles, applying each cycle's decisions")
+    m.add_argument("snapshot")
+    m.add_argument("--cycles", type=_positive_int, required=True)
+    m.add_argument("--output", required=True, help="RESULT.json: final pods and every cycle's decisions")
+    m.add_argument("--snapshot-out", help="also write the final cluster state as a snapshot")
+    _solver_options(m)
+    return ap
+
+
+def _settings(args: argparse.Namespace) -> CycleSettings:
+    return CycleSettings(engine=args.engine, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
+                         log=args.verbose)
+
+
+def _solve(args: argparse.Namespace) -> int:
+    loaded = load_snapshot(args.snapshot)
+    state = build_cluster_state(loaded)
+    result = run_cycle(state, _settings(args))
+    if args.verbose:
+        print(result.solver_log, file=sys.stderr)
+    doc = result.to_json()
+    if args.output:
+        write_json_atomic(args.output, doc)
+    else:
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    loaded = load_snapshot(args.snapshot)
+    result, final = simulate(loaded, args.cycles, _settings(args))
+    write_json_atomic(args.output, result)
+    if args.snapshot_out:
+        write_json_atomic(args.snapshot_out, final)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return _solve(args) if args.command == "solve" else _simulate(args)
+    except SnapshotError as e:
+        print(f"kai-cp: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"kai-cp: error: cannot write output: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # a bug: say so in one line; details only with -v
+        if getattr(args, "verbose", False):
+            traceback.print_exc()
+        print(f"kai-cp: internal error: {type(e).__name__}: {e} (run with -v for details)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

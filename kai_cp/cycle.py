@@ -1,0 +1,114 @@
+"""One scheduling cycle: greedy first (KAI's allocate), then one CP-SAT model warm-started
+from it under the remaining time, and the greedy decisions whenever the solver has nothing
+at least as good in time."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from kai_cp.greedy import GreedyResult, run_allocate
+from kai_cp.model.build import build_model
+from kai_cp.model.decode import decode
+from kai_cp.model.solve import solve
+from kai_cp.reasons import unschedulable
+from kai_cp.session import Session
+from kai_cp.state import ClusterState
+
+ENGINES = ("cp-sat", "greedy")
+DEFAULT_TIME_LIMIT = 1.0
+DEFAULT_SEED = 0
+DEFAULT_WORKERS = 2
+DECODE_RESERVE = 0.05          # seconds kept back from the solver for decoding and output
+
+
+@dataclass(frozen=True)
+class CycleSettings:
+    engine: str = "cp-sat"
+    time_limit: float = DEFAULT_TIME_LIMIT
+    seed: int = DEFAULT_SEED
+    workers: int = DEFAULT_WORKERS
+    log: bool = False
+
+
+@dataclass
+class CycleResult:
+    state: ClusterState
+    session: Session
+    greedy: GreedyResult
+    engine: str
+    status: str
+    objective: float | None
+    bound: float | None
+    wall_seconds: float
+    settings: CycleSettings
+    stats: dict[str, Any] = field(default_factory=dict)
+    solver_log: str = ""
+
+    def binds(self) -> list[dict]:
+        out = []
+        for p in sorted(self.session.placements.values(), key=lambda p: p.task.key):
+            if not p.pipelined:
+                out.append({"pod": p.task.key, "podGroup": p.task.job, "node": self.state.nodes[p.node].name,
+                            "gpuGroups": [], "gpuFraction": None})
+        return out
+
+    def pipelined(self) -> list[dict]:
+        return [{"pod": p.task.key, "podGroup": p.task.job, "node": self.state.nodes[p.node].name}
+                for p in sorted(self.session.placements.values(), key=lambda p: p.task.key) if p.pipelined]
+
+    def to_json(self) -> dict:
+        return {
+            "cycle": {
+                "engine": self.engine, "status": self.status, "objective": self.objective, "bound": self.bound,
+                "wallSeconds": round(self.wall_seconds, 6), "timeLimitSeconds": self.settings.time_limit,
+                "seed": self.settings.seed, "workers": self.settings.workers,
+                **{k: v for k, v in self.stats.items()},
+            },
+            "fairShare": {q.name: {r: number(q.fair_share[r]) for r in ("gpu", "cpu", "memory")}
+                          for q in sorted(self.state.queues.values(), key=lambda q: q.name)},
+            "binds": self.binds(),
+            "pipelined": self.pipelined(),
+            "evictions": [],
+            "unschedulable": unschedulable(self.state, self.greedy, self.session, self.engine),
+            "warnings": [w.to_json() for w in self.state.warnings],
+        }
+
+
+def number(v: Fraction) -> int | float:
+    return int(v) if v.denominator == 1 else float(v)
+
+
+def run_cycle(state: ClusterState, settings: CycleSettings = CycleSettings()) -> CycleResult:
+    if settings.engine not in ENGINES:
+        raise ValueError(f"unknown engine {settings.engine!r}; choose one of {', '.join(ENGINES)}")
+    t0 = time.perf_counter()
+    greedy = run_allocate(state)
+    t_greedy = time.perf_counter() - t0
+    stats: dict[str, Any] = {"greedySeconds": round(t_greedy, 6)}
+    if settings.engine == "greedy" or not state.config.may_allocate:
+        return CycleResult(state, greedy.session, greedy, "greedy" if settings.engine == "greedy" else "cp-sat",
+                           "GREEDY" if settings.engine == "greedy" else "OPTIMAL", None, None,
+                           time.perf_counter() - t0, settings, stats)
+    t1 = time.perf_counter()
+    ctx = build_model(state, greedy)
+    t_build = time.perf_counter() - t1
+    greedy_objective = ctx.hinted_objective()
+    proto = ctx.model.Proto()
+    stats.update(buildSeconds=round(t_build, 6), variables=len(proto.variables), constraints=len(proto.constraints),
+                 podClasses=len(ctx.classes), greedyObjective=greedy_objective)
+    if not ctx.x:
+        return CycleResult(state, greedy.session, greedy, "cp-sat", "OPTIMAL", float(greedy_objective),
+                           float(greedy_objective), time.perf_counter() - t0, settings, {**stats, "solveSeconds": 0.0})
+    budget = settings.time_limit - (time.perf_counter() - t0) - DECODE_RESERVE
+    outcome = solve(ctx, budget, settings.seed, settings.workers, settings.log)
+    stats["solveSeconds"] = round(outcome.wall_seconds, 6)
+    stats["solverStatus"] = outcome.status
+    if outcome.counts is None or outcome.objective is None or outcome.objective < greedy_objective:
+        return CycleResult(state, greedy.session, greedy, "greedy", "FALLBACK", float(greedy_objective),
+                           outcome.bound, time.perf_counter() - t0, settings, stats, outcome.log)
+    session = decode(ctx, outcome.counts)
+    return CycleResult(state, session, greedy, "cp-sat", outcome.status, outcome.objective, outcome.bound,
+                       time.perf_counter() - t0, settings, stats, outcome.log)

@@ -1,0 +1,133 @@
+"""Jobs (PodGroups), their PodSets and tasks (pods), with KAI's task statuses (spec 1.3, 1.4, 1.8, 4.5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from fractions import Fraction
+
+from kai_cp.resources import PodRequest
+
+# Task statuses (spec 1.4).
+PENDING, RUNNING, RELEASING, BOUND, BINDING, GATED = "Pending", "Running", "Releasing", "Bound", "Binding", "Gated"
+SUCCEEDED, FAILED, UNKNOWN = "Succeeded", "Failed", "Unknown"
+ALLOCATED, PIPELINED = "Allocated", "Pipelined"
+
+ALIVE = frozenset({ALLOCATED, PIPELINED, BINDING, BOUND, RUNNING, PENDING, GATED})
+ACTIVE_USED = frozenset({ALLOCATED, PIPELINED, BINDING, BOUND, RUNNING, RELEASING})
+ACTIVE_ALLOCATED = frozenset({ALLOCATED, PIPELINED, BINDING, BOUND, RUNNING})
+QUEUE_ALLOCATED = frozenset({ALLOCATED, BINDING, BOUND, RUNNING})
+
+DEFAULT_PODSET = "default"
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def ts_key(ts: datetime | None) -> float:
+    ts = ts or _EPOCH
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    return ts.timestamp()
+
+
+@dataclass(eq=False)
+class TaskInfo:
+    uid: str
+    name: str
+    namespace: str
+    job: str | None
+    podset: str | None
+    status: str
+    node: str | None
+    request: PodRequest
+    order_key: tuple                      # KAI task order (spec 4.3), smaller first
+    predicate_key: tuple                  # hashable: node selector, required affinity, tolerations
+    gpu_groups: tuple[str, ...] = ()
+    nominated_node: str | None = None
+    scheduler_name: str = ""
+    utility: bool = False                 # reservation / scaling pods (spec 1.4)
+    pod: object = None                    # the models.Pod it came from
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(eq=False)
+class PodSet:
+    name: str
+    min_available: int
+    tasks: list[TaskInfo] = field(default_factory=list)
+
+    def count(self, statuses: frozenset[str]) -> int:
+        return sum(1 for t in self.tasks if t.status in statuses)
+
+    @property
+    def pending(self) -> list[TaskInfo]:
+        """Pending tasks in KAI's task order (4.3); computed once, statuses are fixed per snapshot."""
+        cached = self.__dict__.get("_pending")
+        if cached is None:
+            cached = sorted((t for t in self.tasks if t.status == PENDING), key=lambda t: t.order_key)
+            self.__dict__["_pending"] = cached
+        return cached
+
+
+@dataclass(eq=False)
+class JobInfo:
+    name: str
+    namespace: str
+    uid: str
+    queue: str
+    priority: int
+    preemptible: bool
+    creation: float
+    podsets: dict[str, PodSet]
+    problems: list[str] = field(default_factory=list)      # reasons the job can't be scheduled at all
+    notes: list[str] = field(default_factory=list)         # warnings about some of its pods
+    topology_constraint: object = None
+    pod_group: object = None
+
+    @property
+    def tasks(self) -> list[TaskInfo]:
+        return [t for ps in self.podsets.values() for t in ps.tasks]
+
+    @property
+    def order_key(self) -> tuple:
+        """Static part of KAI's job order: priority desc, then creation, then name (spec 4.2)."""
+        return (-self.priority, self.creation, self.name)
+
+    def has_pending(self) -> bool:
+        return any(t.status == PENDING for t in self.tasks)
+
+    def is_ready(self) -> bool:
+        """Spec 4.5: every PodSet has enough alive, non-gated pods for its minimum."""
+        return all(ps.count(ALIVE) - ps.count(frozenset({GATED})) >= ps.min_available for ps in self.podsets.values())
+
+    def elastic_state(self) -> int:
+        """0 below the gang minimum, 1 exactly at it, 2 above it (spec 4.2 rule 2)."""
+        below = above = False
+        for ps in self.podsets.values():
+            n = ps.count(ACTIVE_ALLOCATED)
+            below |= n < ps.min_available
+            above |= n > ps.min_available
+        return 0 if below else (2 if above else 1)
+
+    @property
+    def min_member_total(self) -> int:
+        return sum(ps.min_available for ps in self.podsets.values())
+
+    @property
+    def is_gang(self) -> bool:
+        return any(ps.min_available > 1 for ps in self.podsets.values())
+
+    @property
+    def label(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def queue_gpu_of_accepted(task: TaskInfo, node_gpu_memory: int | None) -> Fraction:
+    """GPUs a placed task counts for in queue accounting ("accepted resources", spec 3.2.2)."""
+    r = task.request
+    if r.kind == "GpuMemory":
+        mem = node_gpu_memory or 100
+        return Fraction(-(-100 * r.gpu_memory // mem), 100) * r.devices
+    return r.gpu_quota

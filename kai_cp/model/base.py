@@ -1,0 +1,90 @@
+"""The one small interface every modelling concern implements, and the shared model context.
+
+A concern (gang, quota, node capacity, order, placement, pipelining, ...) reads the prepared
+data in ModelContext and adds variables, constraints and objective terms. Adding a policy is
+adding a module with one more Concern; the builder runs them in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from kai_cp.greedy import GreedyResult
+from kai_cp.jobs import JobInfo, TaskInfo
+from kai_cp.model.objective import Levels
+from kai_cp.state import ClusterState
+
+
+@dataclass(eq=False)
+class PodClass:
+    """Interchangeable pending pods: same job, PodSet, request and predicates (one count variable per node)."""
+
+    index: int
+    job: JobInfo
+    podset: str
+    tasks: list[TaskInfo]                  # in KAI task order
+    vec: np.ndarray                        # request over the node table's columns
+    gpus: int                              # whole GPUs per pod
+
+    @property
+    def size(self) -> int:
+        return len(self.tasks)
+
+
+@dataclass
+class ObjectiveTerm:
+    """One objective contribution (maximised), kept by name so it can be reported and evaluated."""
+
+    name: str
+    variables: list[cp_model.IntVar]
+    coefficients: list[int]
+
+
+@dataclass(eq=False)
+class ModelContext:
+    state: ClusterState
+    greedy: GreedyResult
+    model: cp_model.CpModel
+    classes: list[PodClass]
+    # Sparse candidate pairs, one entry per (class, node) variable.
+    pair_class: np.ndarray                 # class index per pair
+    pair_node: np.ndarray                  # node index per pair
+    pair_ub: np.ndarray                    # per-pair upper bound (pods of the class that fit the node alone)
+    x: list[cp_model.IntVar] = field(default_factory=list)
+    starts: dict[str, cp_model.IntVar] = field(default_factory=dict)   # job -> "job gets its gang this cycle"
+    placed: dict[str, cp_model.LinearExprT] = field(default_factory=dict)  # job -> pods placed
+    terms: list[ObjectiveTerm] = field(default_factory=list)
+    hints: dict[int, tuple[cp_model.IntVar, int]] = field(default_factory=dict)   # var index -> (var, value)
+    free: np.ndarray | None = None         # node idle + releasing at cycle start
+    idle: np.ndarray | None = None
+    levels: Levels = field(default_factory=Levels)
+
+    def class_pairs(self, c: int) -> np.ndarray:
+        return np.nonzero(self.pair_class == c)[0]
+
+    def add_term(self, name: str, variables: list, coefficients: list[int]) -> None:
+        if variables:
+            self.terms.append(ObjectiveTerm(name, list(variables), [int(c) for c in coefficients]))
+
+    def hint(self, var: cp_model.IntVar, value: int) -> None:
+        self.hints[var.Index()] = (var, int(value))
+
+    def hinted_objective(self) -> int:
+        """The objective of the greedy solution (every objective variable is hinted)."""
+        total = 0
+        for term in self.terms:
+            for v, c in zip(term.variables, term.coefficients):
+                total += c * self.hints.get(v.Index(), (v, 0))[1]
+        return total
+
+
+class Concern(Protocol):
+    """A modelling concern: contributes variables, constraints and objective terms."""
+
+    name: str
+
+    def contribute(self, ctx: ModelContext) -> None: ...

@@ -1,0 +1,65 @@
+"""Assemble the cycle's CP-SAT model from its concerns, and hint it with the greedy solution."""
+
+from __future__ import annotations
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from kai_cp.greedy import GreedyResult
+from kai_cp.model.base import Concern, ModelContext
+from kai_cp.model.candidates import build_classes, select_pairs
+from kai_cp.model.gang import Gang
+from kai_cp.model.node_capacity import NodeCapacity
+from kai_cp.model.objective import SAFE_OBJECTIVE
+from kai_cp.model.order import KaiOrder
+from kai_cp.model.pipeline import Pipelining
+from kai_cp.model.placement import Placement
+from kai_cp.model.quota import QueueQuota
+from kai_cp.model.utilisation import Utilisation
+from kai_cp.state import ClusterState
+
+# Constraints first; objective levels bottom-up (each level must outweigh those before it).
+CONSTRAINTS: tuple[Concern, ...] = (NodeCapacity(), Gang(), QueueQuota())
+OBJECTIVE_LEVELS: tuple[Concern, ...] = (Placement(), Pipelining(), Utilisation(), KaiOrder())
+
+
+def build_model(state: ClusterState, greedy: GreedyResult,
+                constraints: tuple[Concern, ...] = CONSTRAINTS,
+                levels: tuple[Concern, ...] = OBJECTIVE_LEVELS) -> ModelContext:
+    classes = build_classes(state, greedy)
+    pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes)
+    model = cp_model.CpModel()
+    ctx = ModelContext(state=state, greedy=greedy, model=model, classes=classes, pair_class=pair_class,
+                       pair_node=pair_node, pair_ub=pair_ub, free=state.table.free, idle=state.table.idle)
+    ctx.x = [model.NewBoolVar("") if ub == 1 else model.NewIntVar(0, int(ub), "") for ub in pair_ub.tolist()]
+    for concern in constraints:
+        concern.contribute(ctx)
+    for concern in levels:
+        concern.contribute(ctx)
+    if ctx.levels.max_so_far > SAFE_OBJECTIVE:
+        # Too many levels to stay exact: drop the placement preference, the least important.
+        ctx.terms = [t for t in ctx.terms if t.name != "placement"]
+    _hint(ctx)
+    variables = [v for t in ctx.terms for v in t.variables]
+    coefficients = [c for t in ctx.terms for c in t.coefficients]
+    if variables:
+        model.Maximize(cp_model.LinearExpr.WeightedSum(variables, coefficients))
+    return ctx
+
+
+def _hint(ctx: ModelContext) -> None:
+    """Hint every decision variable with greedy's placement (a complete, feasible hint)."""
+    pair_index = {(int(c), int(n)): i for i, (c, n) in enumerate(zip(ctx.pair_class, ctx.pair_node))}
+    counts = np.zeros(len(ctx.x), dtype=np.int64)
+    by_task = {t.key: c.index for c in ctx.classes for t in c.tasks}
+    for key, p in ctx.greedy.session.placements.items():
+        c = by_task.get(key)
+        if c is not None and (c, p.node) in pair_index:
+            counts[pair_index[(c, p.node)]] += 1
+    for var, value in zip(ctx.x, counts.tolist()):
+        ctx.hint(var, value)
+    started = ctx.greedy.started_jobs
+    for job, var in ctx.starts.items():
+        ctx.hint(var, 1 if job in started else 0)
+    for var, value in ctx.hints.values():
+        ctx.model.AddHint(var, value)

@@ -1,0 +1,39 @@
+"""Pipelining: a pod may be placed on resources still being released (it then waits, and the
+job is pipelined rather than bound, spec 5.6). Using releasing capacity on a node is allowed
+but costs, so the model binds on idle resources whenever it can, as KAI's node order does."""
+
+from __future__ import annotations
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from kai_cp.model.base import ModelContext
+
+
+class Pipelining:
+    name = "pipeline"
+
+    def contribute(self, ctx: ModelContext) -> None:
+        if len(ctx.pair_node) == 0:
+            return
+        releasing = ctx.free - ctx.idle
+        vecs = np.stack([c.vec for c in ctx.classes])[ctx.pair_class]
+        nodes = [n for n in np.unique(ctx.pair_node) if (releasing[n] > 0).any()]
+        uses, weights = [], []
+        session = ctx.greedy.session
+        for n in nodes:
+            idx = np.nonzero(ctx.pair_node == n)[0]
+            b = ctx.model.NewBoolVar(f"pipeline[{n}]")
+            for r in np.nonzero(releasing[n] > 0)[0]:
+                coeffs = vecs[idx, r]
+                nz = coeffs > 0
+                if not nz.any():
+                    continue
+                expr = cp_model.LinearExpr.WeightedSum([ctx.x[i] for i in idx[nz]], coeffs[nz].tolist())
+                ctx.model.Add(expr <= int(ctx.idle[n, r]) + int(releasing[n, r]) * b)
+            greedy_pipelined = any(p.node == n and p.pipelined for p in session.placements.values())
+            ctx.hint(b, 1 if greedy_pipelined else 0)
+            uses.append(b)
+            weights.append(-ctx.levels.scale)
+        ctx.add_term(self.name, uses, weights)
+        ctx.levels.added(len(uses) * ctx.levels.scale)   # its range, so higher levels dominate it

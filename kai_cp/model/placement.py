@@ -1,0 +1,33 @@
+"""Placement preference, the lowest objective level: binpack (fuller nodes first, KAI's
+default) or spread (emptier nodes first), per the snapshot's nodeplacement arguments, scored
+0..10 per pod on the resource KAI scores (GPUs for GPU pods, CPU otherwise), spec 5.4."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kai_cp.fit import binpack_scores, spread_scores
+from kai_cp.model.base import ModelContext
+
+
+class Placement:
+    name = "placement"
+
+    def contribute(self, ctx: ModelContext) -> None:
+        if len(ctx.pair_node) == 0:
+            return
+        state, cfg = ctx.state, ctx.state.config
+        alloc = state.table.allocatable
+        gpu_cap = np.array([n.gpu_count or n.capacity.get("gpu", 0) for n in state.nodes], dtype=np.int64)
+        scores = {}
+        for col, mode in ((2, cfg.gpu_placement), (0, cfg.cpu_placement)):
+            if mode == "spread":
+                s = spread_scores(ctx.free[:, col], gpu_cap if col == 2 else alloc[:, 0]) * 10
+            else:
+                s = binpack_scores(ctx.free[:, col], alloc[:, col]) * 10 / 9
+            scores[col] = np.rint(s).astype(np.int64)
+        gpu_pair = np.array([ctx.classes[c].gpus > 0 for c in ctx.pair_class.tolist()], dtype=bool)
+        coeff = np.where(gpu_pair, scores[2][ctx.pair_node], scores[0][ctx.pair_node])
+        nz = np.nonzero(coeff > 0)[0]
+        ctx.add_term(self.name, [ctx.x[i] for i in nz], (coeff[nz] * ctx.levels.scale).tolist())
+        ctx.levels.added(int((coeff * ctx.pair_ub).sum()) * ctx.levels.scale)

@@ -1,0 +1,63 @@
+"""Queue limits and the non-preemptible quota at every level of the queue tree (spec 3.6).
+
+What this cycle adds to a queue (and each ancestor) must stay within `limit - allocated` for
+every limited resource the added jobs request; non-preemptible jobs must also stay within
+`quota - allocatedNonPreemptible`. Resources a job does not request are not checked, as in KAI.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+
+from kai_cp.model.base import ModelContext
+from kai_cp.queues import RESOURCES
+
+_COL = {"cpu": 0, "memory": 1, "gpu": 2}
+
+
+def _room(bound: Fraction, used: Fraction) -> int:
+    return max(0, math.floor(bound - used))
+
+
+class QueueQuota:
+    name = "quota"
+
+    def contribute(self, ctx: ModelContext) -> None:
+        state = ctx.state
+        pairs_of: dict[int, list[int]] = {}
+        for i, c in enumerate(ctx.pair_class.tolist()):
+            pairs_of.setdefault(c, []).append(i)
+        subtree: dict[str, list[int]] = {}
+        for c in ctx.classes:
+            for q in state.queue_path(c.job.queue):
+                subtree.setdefault(q.name, []).append(c.index)
+        for qname, cls in subtree.items():
+            q = state.queues[qname]
+            for r in RESOURCES:
+                col = _COL[r]
+                if q.limit[r] != -1:
+                    self._cap(ctx, [c for c in cls], pairs_of, col, _room(q.limit[r], q.allocated[r]))
+                if q.deserved[r] != -1:
+                    np_cls = [c for c in cls if not ctx.classes[c].job.preemptible]
+                    if np_cls:
+                        self._cap(ctx, np_cls, pairs_of, col, _room(q.deserved[r], q.allocated_np[r]))
+
+    @staticmethod
+    def _cap(ctx: ModelContext, cls: list[int], pairs_of: dict[int, list[int]], col: int, room: int) -> None:
+        variables, coeffs = [], []
+        worst = 0
+        for c in cls:
+            amount = int(ctx.classes[c].vec[col])
+            pairs = pairs_of.get(c, [])
+            if amount <= 0 or not pairs:
+                continue
+            worst += amount * min(ctx.classes[c].size, int(ctx.pair_ub[pairs].sum()))
+            for p in pairs:
+                variables.append(ctx.x[p])
+                coeffs.append(amount)
+        if worst <= room:
+            return                    # cannot be exceeded: no constraint needed
+        ctx.model.Add(cp_model.LinearExpr.WeightedSum(variables, coeffs) <= room)

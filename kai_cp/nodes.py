@@ -1,0 +1,171 @@
+"""Nodes with allocatable, used, idle and releasing resources, GPU devices and shared GPU groups (spec 1.5, 7.3).
+
+Per-node numbers live in numpy arrays (one row per node, nodes sorted by name) so the greedy
+engine and the CP-SAT candidate pruning can look at every node at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kai_cp.jobs import PIPELINED, RELEASING, TaskInfo
+from kai_cp.resources import GPU_RESOURCES, node_capacity
+
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+DEFAULT_GPU_MEMORY = 100
+_PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
+BASE = ("cpu", "memory", "gpu", "pods")
+
+
+@dataclass
+class GpuGroup:
+    """One physical GPU shared by fractional pods; memory in MiB."""
+
+    used: int = 0
+    allocated: int = 0
+    releasing: int = 0
+    tasks: list[str] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class NodeInfo:
+    name: str
+    index: int
+    labels: dict[str, str]
+    taints: tuple[tuple[str, str, str], ...]       # (key, value, effect)
+    not_ready_reason: str | None                   # KAI's node-condition predicate reason
+    gpu_memory: int                                # MiB per device (floored to 100)
+    gpu_memory_synced: bool
+    gpu_count: int
+    capacity: dict[str, int]
+    gpu_groups: dict[str, GpuGroup] = field(default_factory=dict)
+    unreadable_pods: list[str] = field(default_factory=list)
+
+    @property
+    def signature(self) -> tuple:
+        """What static predicates look at: equal signatures give equal predicate answers."""
+        return (tuple(sorted(self.labels.items())), self.taints)
+
+
+def parse_gpu_memory(labels: dict[str, str]) -> tuple[int, bool]:
+    raw = labels.get(GPU_MEMORY_LABEL)
+    try:
+        value = int(str(raw).strip())
+    except (TypeError, ValueError):
+        return DEFAULT_GPU_MEMORY, False
+    if value >= 1024 * 1024:
+        value //= 1024 * 1024
+    value = value // 100 * 100
+    return (value, True) if value > 0 else (DEFAULT_GPU_MEMORY, False)
+
+
+def not_ready_reason(node) -> str | None:
+    if node.spec is not None and node.spec.unschedulable:
+        return "node is unschedulable"
+    conditions = {c.type: c.status for c in (node.status.conditions or [])} if node.status else {}
+    if conditions.get("Ready") != "True":
+        return "node has NotReady condition"
+    for t in _PRESSURE:
+        if t in conditions and conditions[t] != "False":
+            return f"node has {t} condition"
+    return None
+
+
+def make_node(node, index: int) -> NodeInfo:
+    labels = dict(node.metadata.labels or {})
+    cap = node_capacity(node.status.allocatable if node.status else None)
+    cap["gpu"] = sum(cap.pop(g, 0) for g in GPU_RESOURCES)
+    cap.setdefault("cpu", 0)
+    cap.setdefault("memory", 0)
+    cap.setdefault("pods", 0)
+    mem, synced = parse_gpu_memory(labels)
+    try:
+        count = int(labels.get(GPU_COUNT_LABEL, ""))
+    except ValueError:
+        count = cap["gpu"]
+    taints = tuple(sorted((t.key or "", t.value or "", t.effect or "") for t in (node.spec.taints or []))) \
+        if node.spec is not None else ()
+    return NodeInfo(name=node.metadata.name, index=index, labels=labels, taints=taints,
+                    not_ready_reason=not_ready_reason(node), gpu_memory=mem, gpu_memory_synced=synced,
+                    gpu_count=count, capacity=cap)
+
+
+class NodeTable:
+    """Resource arrays over all nodes; columns are resource names (cpu, memory, gpu, pods, scalars)."""
+
+    def __init__(self, nodes: list[NodeInfo]):
+        self.nodes = nodes
+        self.index = {n.name: n.index for n in nodes}
+        names = set(BASE)
+        for n in nodes:
+            names.update(n.capacity)
+        self.resources = list(BASE) + sorted(names - set(BASE))
+        self.col = {r: i for i, r in enumerate(self.resources)}
+        self.allocatable = np.zeros((len(nodes), len(self.resources)), dtype=np.int64)
+        for n in nodes:
+            for r, v in n.capacity.items():
+                self.allocatable[n.index, self.col[r]] = v
+        self.used = np.zeros_like(self.allocatable)
+        self.releasing = np.zeros_like(self.allocatable)
+        self.ready = np.array([n.not_ready_reason is None and not n.unreadable_pods for n in nodes], dtype=bool)
+
+    @property
+    def idle(self) -> np.ndarray:
+        return self.allocatable - self.used
+
+    @property
+    def free(self) -> np.ndarray:
+        """Idle plus releasing: what a pipelined task may count on."""
+        return self.idle + self.releasing
+
+    def vector(self, task: TaskInfo) -> np.ndarray:
+        """The task's request as a row over this table's columns (whole GPUs only; shared GPUs go by group)."""
+        v = np.zeros(len(self.resources), dtype=np.int64)
+        r = task.request
+        v[0], v[1], v[2], v[3] = r.cpu, r.memory, r.gpus, 1
+        for name, amount in r.scalars:
+            if name in self.col:          # a resource no node has is caught by missing_resources()
+                v[self.col[name]] = amount
+        return v
+
+    def add_task(self, task: TaskInfo) -> None:
+        """Account an active-used task on its node (spec 1.5 and 7.3)."""
+        i = self.index[task.node]
+        v = self.vector(task)
+        if task.request.is_shared_gpu:
+            v[2] = 0
+        self.used[i] += v
+        if task.status == RELEASING:
+            self.releasing[i] += v
+        elif task.status == PIPELINED:
+            self.releasing[i] -= v
+        if task.request.is_shared_gpu and task.gpu_groups:
+            self._add_shared(task, i)
+
+    def _add_shared(self, task: TaskInfo, i: int) -> None:
+        node = self.nodes[i]
+        r = task.request
+        mem = r.gpu_memory if r.kind == "GpuMemory" else int(r.gpu_portion * node.gpu_memory)
+        for g in task.gpu_groups:
+            grp = node.gpu_groups.setdefault(g, GpuGroup())
+            grp.used += mem
+            grp.allocated += mem
+            grp.tasks.append(task.key)
+            if task.status == RELEASING:
+                grp.releasing += mem
+
+    def finalize_shared(self) -> None:
+        """Each shared device in use leaves the whole-GPU pool once; one whose every user is
+        releasing counts as a releasing whole GPU (spec 7.3 summary invariants)."""
+        for node in self.nodes:
+            for grp in node.gpu_groups.values():
+                if grp.used > 0:
+                    self.used[node.index, 2] += 1
+                    if grp.used == grp.releasing:
+                        self.releasing[node.index, 2] += 1
+
+    def missing_resources(self, task: TaskInfo) -> list[str]:
+        return [name for name, amount in task.request.scalars if amount and name not in self.col]

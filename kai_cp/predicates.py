@@ -1,0 +1,165 @@
+"""Static node predicates: node selector, required node affinity, taints and tolerations,
+node readiness (spec 5.3, items 5 and 6).
+
+They do not depend on what the cycle places, so they are evaluated once per distinct pod
+predicate key and distinct node signature, and broadcast to a boolean mask over all nodes.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from kai_cp.nodes import NodeInfo
+
+AFFINITY_REASON = "node(s) didn't match Pod's node affinity/selector"
+
+
+def _freeze(obj):
+    if isinstance(obj, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in obj.items()))
+    if isinstance(obj, (list, tuple)):
+        return tuple(_freeze(v) for v in obj)
+    return obj
+
+
+def predicate_key(spec) -> tuple:
+    """Hashable summary of everything the static predicates read from a pod spec."""
+    selector = _freeze(dict(spec.node_selector or {}))
+    terms: tuple = ()
+    affinity = spec.affinity
+    node_aff = getattr(affinity, "node_affinity", None) if affinity is not None else None
+    required = getattr(node_aff, "required_during_scheduling_ignored_during_execution", None) if node_aff else None
+    if required is not None:
+        out = []
+        for term in required.node_selector_terms or []:
+            exprs = tuple((e.key, e.operator, tuple(e.values or ())) for e in (term.match_expressions or []))
+            fields = tuple((e.key, e.operator, tuple(e.values or ())) for e in (term.match_fields or []))
+            out.append((exprs, fields))
+        terms = (tuple(out),)
+    tolerations = tuple((t.key or "", t.operator or "Equal", t.value or "", t.effect or "")
+                        for t in (spec.tolerations or []))
+    return (selector, terms, tolerations)
+
+
+def _match_expr(value_of, key: str, op: str, values: Sequence[str]) -> bool:
+    present, value = value_of(key)
+    if op == "In":
+        return present and value in values
+    if op == "NotIn":
+        return not present or value not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt"):
+        if not present or len(values) != 1:
+            return False
+        try:
+            a, b = int(value), int(values[0])
+        except ValueError:
+            return False
+        return a > b if op == "Gt" else a < b
+    return False
+
+
+def affinity_ok(key: tuple, node: NodeInfo) -> bool:
+    selector, terms, _ = key
+    labels = node.labels
+    if any(labels.get(k) != v for k, v in selector):
+        return False
+    if not terms:
+        return True
+    (term_list,) = terms
+    if not term_list:        # an empty nodeSelectorTerms list matches nothing
+        return False
+
+    def label_of(k: str):
+        return (k in labels, labels.get(k))
+
+    def field_of(k: str):
+        return (k == "metadata.name", node.name if k == "metadata.name" else None)
+
+    for exprs, fields in term_list:
+        if not exprs and not fields:
+            continue           # an empty term matches no objects
+        if all(_match_expr(label_of, *e) for e in exprs) and all(_match_expr(field_of, *f) for f in fields):
+            return True
+    return False
+
+
+def _tolerates(tolerations: Iterable[tuple], taint: tuple[str, str, str]) -> bool:
+    t_key, t_value, t_effect = taint
+    for key, op, value, effect in tolerations:
+        if effect and effect != t_effect:
+            continue
+        if op == "Exists":
+            if not key or key == t_key:
+                return True
+        elif key == t_key and value == t_value:
+            return True
+    return False
+
+
+def taint_reason(key: tuple, node: NodeInfo) -> str | None:
+    tolerations = key[2]
+    for taint in node.taints:
+        if taint[2] not in ("NoSchedule", "NoExecute"):
+            continue
+        if not _tolerates(tolerations, taint):
+            return f"node(s) had untolerated taint {{{taint[0]}: {taint[1]}}}" if taint[1] else \
+                f"node(s) had untolerated taint {{{taint[0]}}}"
+    return None
+
+
+def static_reason(key: tuple, node: NodeInfo) -> str | None:
+    """First failing static predicate in KAI's order (node condition, taints, affinity), or None."""
+    if node.unreadable_pods:
+        return "node runs pods whose resources cannot be read: " + ", ".join(node.unreadable_pods[:3])
+    if node.not_ready_reason:
+        return node.not_ready_reason
+    reason = taint_reason(key, node)
+    if reason:
+        return reason
+    if not affinity_ok(key, node):
+        return AFFINITY_REASON
+    return None
+
+
+class PredicateCache:
+    """Masks and first-failure reasons per pod predicate key, evaluated once per node signature."""
+
+    def __init__(self, nodes: list[NodeInfo]):
+        self.nodes = nodes
+        groups: dict[tuple, list[int]] = {}
+        for n in nodes:
+            groups.setdefault((n.signature, n.not_ready_reason, bool(n.unreadable_pods)), []).append(n.index)
+        self.groups = [(np.array(idx, dtype=np.int64), nodes[idx[0]]) for idx in groups.values()]
+        self._masks: dict[tuple, np.ndarray] = {}
+        self._reasons: dict[tuple, list[str | None]] = {}
+
+    @staticmethod
+    def _uses_name(key: tuple) -> bool:
+        terms = key[1]
+        return bool(terms) and any(fields for exprs, fields in terms[0])
+
+    def mask(self, key: tuple) -> np.ndarray:
+        m = self._masks.get(key)
+        if m is None:
+            m = np.zeros(len(self.nodes), dtype=bool)
+            if self._uses_name(key):
+                for n in self.nodes:
+                    m[n.index] = static_reason(key, n) is None
+            else:
+                for idx, rep in self.groups:
+                    m[idx] = static_reason(key, rep) is None
+            self._masks[key] = m
+        return m
+
+    def reasons(self, key: tuple) -> list[str | None]:
+        r = self._reasons.get(key)
+        if r is None:
+            r = [static_reason(key, n) for n in self.nodes]
+            self._reasons[key] = r
+        return r

@@ -1,0 +1,158 @@
+"""Pod resource requests and node capacities in KAI's exact scheduler units.
+
+CPU in millicores, memory in bytes, whole GPUs as integers, GPU amounts for queue accounting as
+exact fractions, extended resources in milli-units (spec 1.4, 1.10). No floats.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Iterable, Mapping
+
+from models.quantity import cpu_millis, to_fraction, to_int_ceil
+
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+MIG_PREFIX = "nvidia.com/mig-"
+_MIG_RE = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
+FRACTION_ANNOTATION = "gpu-fraction"
+GPU_MEMORY_ANNOTATION = "gpu-memory"
+NUM_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
+_STORAGE = ("ephemeral-storage", "storage")
+_IGNORED = {"cpu", "memory", "pods", *GPU_RESOURCES}
+BEST_EFFORT_CPU = 10                      # millicores
+BEST_EFFORT_MEMORY = 10 * 1024 * 1024     # bytes
+BEST_EFFORT_SCALAR = 10                   # milli-units
+
+
+def mig_gpus(name: str) -> int:
+    """GPUs a MIG profile counts for in quota math: the `<g>` of `nvidia.com/mig-<g>g.<m>gb`."""
+    m = _MIG_RE.match(name)
+    return int(m.group(1)) if m else 0
+
+
+@dataclass(frozen=True)
+class PodRequest:
+    """What one pod asks for (KAI's ResReq)."""
+
+    cpu: int = 0                                      # millicores
+    memory: int = 0                                   # bytes
+    gpus: int = 0                                     # whole devices (Regular requests)
+    scalars: tuple[tuple[str, int], ...] = ()         # extended resources, milli-units / bytes
+    kind: str = "Regular"                             # Regular | Fraction | GpuMemory | MigInstance
+    gpu_portion: Fraction = Fraction(0)               # per device, Fraction requests
+    gpu_memory: int = 0                               # MiB per device, GpuMemory requests
+    devices: int = 0                                  # devices for Fraction/GpuMemory requests
+    problems: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def is_shared_gpu(self) -> bool:
+        return self.kind in ("Fraction", "GpuMemory")
+
+    @property
+    def mig(self) -> dict[str, int]:
+        return {k: v for k, v in self.scalars if k.startswith(MIG_PREFIX)}
+
+    @property
+    def gpu_quota(self) -> Fraction:
+        """GPUs counted for queue accounting while pending (spec 7.1; GPU memory as M/100, 2.2)."""
+        if self.kind == "Fraction":
+            return Fraction(round(self.gpu_portion * 100), 100) * self.devices
+        if self.kind == "GpuMemory":
+            return Fraction(self.gpu_memory * self.devices, 100)
+        if self.kind == "MigInstance":
+            return Fraction(sum(mig_gpus(k) * v // 1000 for k, v in self.mig.items()))
+        return Fraction(self.gpus)
+
+    @property
+    def needs_gpu(self) -> bool:
+        return self.gpus > 0 or self.is_shared_gpu or bool(self.mig)
+
+    @property
+    def best_effort(self) -> bool:
+        return (self.cpu < BEST_EFFORT_CPU and self.memory < BEST_EFFORT_MEMORY and self.gpus == 0
+                and not self.is_shared_gpu
+                and all(v < BEST_EFFORT_SCALAR for k, v in self.scalars if k not in _STORAGE)
+                and not any(k in _STORAGE for k, _ in self.scalars))
+
+    def scalar(self, name: str) -> int:
+        for k, v in self.scalars:
+            if k == name:
+                return v
+        return 0
+
+
+def _add(total: dict[str, object], requests: Mapping[str, str] | None) -> None:
+    for name, q in (requests or {}).items():
+        total[name] = total.get(name, 0) + _value(name, q)  # type: ignore[operator]
+
+
+def _value(name: str, q: str) -> int:
+    if name == "cpu":
+        return cpu_millis(q)
+    if name == "memory" or name in _STORAGE or name == "pods" or name in GPU_RESOURCES:
+        return to_int_ceil(q)
+    return cpu_millis(q)          # extended resources: milli-units, like KAI
+
+
+def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
+    for k, v in other.items():
+        total[k] = max(total.get(k, 0), v)
+
+
+def pod_request(spec, annotations: Mapping[str, str]) -> PodRequest:
+    """KAI's ResReq: containers summed, init containers max'ed in, overhead added, annotations override GPUs."""
+    base: dict[str, int] = {}
+    for c in spec.containers or []:
+        _add(base, c.resources.requests if c.resources else None)
+    for c in spec.init_containers or []:
+        init: dict[str, int] = {}
+        _add(init, c.resources.requests if c.resources else None)
+        _max_into(base, init)
+    _add(base, spec.overhead)
+    gpus = sum(base.get(g, 0) for g in GPU_RESOURCES)
+    scalars = tuple(sorted((k, v) for k, v in base.items() if k not in _IGNORED and v))
+    kind, portion, memory, devices = "Regular", Fraction(0), 0, 0
+    problems: list[str] = []
+    frac_raw = annotations.get(FRACTION_ANNOTATION)
+    mem_raw = annotations.get(GPU_MEMORY_ANNOTATION)
+    if mem_raw is not None:
+        try:
+            memory = int(str(mem_raw).strip())
+            if memory <= 0:
+                raise ValueError
+            kind, devices, gpus = "GpuMemory", 1, 0
+        except ValueError:
+            problems.append(f"annotation {GPU_MEMORY_ANNOTATION}={mem_raw!r} is not an integer > 0")
+            memory = 0
+    if frac_raw is not None:
+        try:
+            portion = Fraction(str(frac_raw).strip())
+            if not 0 < portion <= 1:
+                raise ValueError
+            kind, devices, gpus, memory = "Fraction", 1, 0, 0
+        except (ValueError, ZeroDivisionError):
+            problems.append(f"annotation {FRACTION_ANNOTATION}={frac_raw!r} is not a number in (0, 1]")
+            portion = Fraction(0)
+    if kind in ("Fraction", "GpuMemory") and annotations.get(NUM_DEVICES_ANNOTATION) is not None:
+        try:
+            devices = int(str(annotations[NUM_DEVICES_ANNOTATION]).strip())
+        except ValueError:
+            problems.append(f"annotation {NUM_DEVICES_ANNOTATION} is not an integer")
+    if any(k.startswith(MIG_PREFIX) for k, _ in scalars):
+        kind = "MigInstance"
+    return PodRequest(cpu=base.get("cpu", 0), memory=base.get("memory", 0), gpus=int(gpus), scalars=scalars,
+                      kind=kind, gpu_portion=portion, gpu_memory=memory, devices=devices, problems=tuple(problems))
+
+
+def node_capacity(allocatable: Mapping[str, str] | None) -> dict[str, int]:
+    """Allocatable resources of a node in scheduler units (same units as PodRequest)."""
+    out: dict[str, int] = {}
+    for name, q in (allocatable or {}).items():
+        out[name] = _value(name, q)
+    return out
+
+
+def sum_fractions(values: Iterable[Fraction]) -> Fraction:
+    return sum(values, Fraction(0))

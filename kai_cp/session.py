@@ -1,0 +1,106 @@
+"""In-cycle mutable state: virtual placements on top of the snapshot (KAI's session + statement).
+
+The greedy engine places tasks one by one and rolls back failed gangs; the CP-SAT decoder
+replays the model's answer through the same operations, so both engines produce decisions
+the same way and every decision passes the same bookkeeping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from kai_cp.jobs import ACTIVE_ALLOCATED, ALLOCATED, PIPELINED, JobInfo, TaskInfo, queue_gpu_of_accepted
+from kai_cp.queues import RESOURCES
+from kai_cp.state import ClusterState
+
+
+@dataclass
+class Placement:
+    task: TaskInfo
+    node: int
+    pipelined: bool
+    from_releasing: np.ndarray
+
+
+@dataclass
+class Session:
+    state: ClusterState
+    idle: np.ndarray
+    releasing: np.ndarray
+    allocated: dict[str, dict[str, Fraction]]
+    allocated_np: dict[str, dict[str, Fraction]]
+    placements: dict[str, Placement] = field(default_factory=dict)     # task key -> placement
+    active: dict[tuple[str, str], int] = field(default_factory=dict)   # (job, podset) -> active-allocated
+    _log: list[Placement] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, state: ClusterState) -> "Session":
+        t = state.table
+        active = {(j.name, ps.name): ps.count(ACTIVE_ALLOCATED) for j in state.jobs.values() for ps in j.podsets.values()}
+        return cls(state=state, idle=t.idle.copy(), releasing=t.releasing.copy(),
+                   allocated={q: dict(v.allocated) for q, v in state.queues.items()},
+                   allocated_np={q: dict(v.allocated_np) for q, v in state.queues.items()}, active=active)
+
+    # -- queries -------------------------------------------------------------------------
+    def status(self, task: TaskInfo) -> str:
+        p = self.placements.get(task.key)
+        if p is None:
+            return task.status
+        return PIPELINED if p.pipelined else ALLOCATED
+
+    def active_allocated(self, job: JobInfo, podset: str) -> int:
+        return self.active[(job.name, podset)]
+
+    def queue_vector(self, task: TaskInfo, node: int | None) -> dict[str, Fraction]:
+        mem = self.state.nodes[node].gpu_memory if node is not None else None
+        return {"cpu": Fraction(task.request.cpu), "memory": Fraction(task.request.memory),
+                "gpu": queue_gpu_of_accepted(task, mem)}
+
+    # -- operations ----------------------------------------------------------------------
+    def place(self, task: TaskInfo, node: int, pipelined: bool) -> None:
+        vec = self.state.table.vector(task)
+        if task.request.is_shared_gpu:
+            vec[2] = 0
+        # A pipelined task consumes releasing capacity first, then idle (spec 1.5).
+        from_rel = np.minimum(vec, np.maximum(self.releasing[node], 0)) if pipelined else np.zeros_like(vec)
+        self.releasing[node] -= from_rel
+        self.idle[node] -= vec - from_rel
+        p = Placement(task, node, pipelined, from_rel)
+        self.placements[task.key] = p
+        self._log.append(p)
+        self.active[(task.job, task.podset)] += 1
+        self._account(task, node, +1)
+
+    def _account(self, task: TaskInfo, node: int, sign: int) -> None:
+        job = self.state.jobs[task.job]
+        vec = self.queue_vector(task, node)
+        for q in self.state.queue_path(job.queue):
+            for r in RESOURCES:
+                self.allocated[q.name][r] += sign * vec[r]
+                if not job.preemptible:
+                    self.allocated_np[q.name][r] += sign * vec[r]
+
+    def checkpoint(self) -> int:
+        return len(self._log)
+
+    def rollback(self, cp: int) -> None:
+        while len(self._log) > cp:
+            p = self._log.pop()
+            vec = self.state.table.vector(p.task)
+            if p.task.request.is_shared_gpu:
+                vec[2] = 0
+            self.releasing[p.node] += p.from_releasing
+            self.idle[p.node] += vec - p.from_releasing
+            del self.placements[p.task.key]
+            self.active[(p.task.job, p.task.podset)] -= 1
+            self._account(p.task, p.node, -1)
+
+    def convert_to_pipelined(self, job: JobInfo) -> None:
+        """KAI's ConvertAllAllocatedToPipelined: the whole job waits for releasing resources (5.6)."""
+        for t in job.tasks:
+            p = self.placements.get(t.key)
+            if p is not None and not p.pipelined:
+                p.pipelined = True

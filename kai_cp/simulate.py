@@ -1,0 +1,74 @@
+"""Several cycles in a row, applying each cycle's decisions to the in-memory cluster the way a
+cluster would react (interfaces.md section 3): bound pods run on their node, pipelined pods stay
+Pending, evicted pods return to Pending (or stay Releasing one cycle if their job is deleted)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kai_cp.cycle import CycleResult, CycleSettings, run_cycle
+from kai_cp.loader import LoadedSnapshot, dump_snapshot
+from kai_cp.state import POD_GROUP_ANNOTATION, build_cluster_state
+from models import PodStatus
+
+
+def apply_decisions(loaded: LoadedSnapshot, result: CycleResult) -> None:
+    pods = {f"{p.metadata.namespace or 'default'}/{p.metadata.name}": p for p in loaded.snapshot.raw_objects.pods}
+    for placement in result.session.placements.values():
+        if placement.pipelined:
+            continue
+        pod = pods.get(placement.task.key)
+        if pod is None:
+            continue
+        pod.spec.node_name = result.state.nodes[placement.node].name
+        if pod.status is None:
+            pod.status = PodStatus(phase="Running")
+        else:
+            pod.status.phase = "Running"
+
+
+def _pod_status(pod, pipelined: dict[str, str]) -> tuple[str, str | None]:
+    key = f"{pod.metadata.namespace or 'default'}/{pod.metadata.name}"
+    phase = (pod.status.phase if pod.status else None) or "Pending"
+    node = pod.spec.node_name or None
+    if key in pipelined:
+        return "Pipelined", pipelined[key]
+    if pod.metadata.deletion_timestamp is not None and phase in ("Running", "Pending"):
+        return "Releasing", node
+    if phase == "Pending" and node:
+        return "Running", node           # bound: the kubelet starts it
+    if phase in ("Running", "Succeeded", "Failed"):
+        return phase, node
+    return "Pending", None
+
+
+def pods_report(loaded: LoadedSnapshot, pipelined: dict[str, str]) -> list[dict[str, Any]]:
+    out = []
+    for pod in loaded.snapshot.raw_objects.pods:
+        status, node = _pod_status(pod, pipelined)
+        labels = pod.metadata.labels or {}
+        groups = sorted({v for k, v in labels.items() if k == "runai-gpu-group" or k.startswith("runai-gpu-group/")})
+        out.append({"namespace": pod.metadata.namespace or "default", "name": pod.metadata.name,
+                    "podGroup": (pod.metadata.annotations or {}).get(POD_GROUP_ANNOTATION),
+                    "status": status, "node": node, "gpuGroups": groups})
+    for raw in loaded.raw_invalid.get("pods", []):
+        meta = raw.get("metadata") if isinstance(raw, dict) and isinstance(raw.get("metadata"), dict) else {}
+        out.append({"namespace": meta.get("namespace", "default"), "name": meta.get("name"),
+                    "podGroup": (meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION)
+                    if isinstance(meta.get("annotations"), dict) else None,
+                    "status": "Pending", "node": None, "gpuGroups": []})
+    return out
+
+
+def simulate(loaded: LoadedSnapshot, cycles: int, settings: CycleSettings) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Returns (RESULT.json document, final snapshot document)."""
+    outputs: list[dict[str, Any]] = []
+    pipelined: dict[str, str] = {}
+    for _ in range(cycles):
+        state = build_cluster_state(loaded)
+        result = run_cycle(state, settings)
+        outputs.append(result.to_json())
+        apply_decisions(loaded, result)
+        pipelined = {p["pod"]: p["node"] for p in outputs[-1]["pipelined"]}
+    return ({"pods": pods_report(loaded, pipelined), "cycles": outputs},
+            dump_snapshot(loaded.snapshot, loaded.raw_invalid))

@@ -1,0 +1,343 @@
+"""Snapshot -> the cluster state of one cycle (spec 1-2, 3.2, 4.5).
+
+Everything a cycle decides from is derived here once: node-pool selection, the queue tree,
+jobs with PodSets and task statuses, node usage, cluster capacity, per-queue demand and
+allocation, and fair share. Objects that cannot be used are left out with a warning and,
+for jobs, a reason; nothing here raises on bad objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Iterable
+
+from kai_cp.config import SchedulerConfig, parse_config
+from kai_cp.errors import ObjectWarning
+from kai_cp.fairshare import ShareQueue, compute_fair_share
+from kai_cp.jobs import (ACTIVE_USED, BINDING, BOUND, DEFAULT_PODSET, FAILED, GATED, PENDING, QUEUE_ALLOCATED,
+                         RELEASING, RUNNING, SUCCEEDED, UNKNOWN, JobInfo, PodSet, TaskInfo, queue_gpu_of_accepted,
+                         ts_key)
+from kai_cp.loader import LoadedSnapshot
+from kai_cp.nodes import NodeInfo, NodeTable, make_node
+from kai_cp.predicates import PredicateCache, predicate_key
+from kai_cp.queues import RESOURCES, QueueInfo, ancestors, build_queues
+from kai_cp.resources import mig_gpus, pod_request
+
+POD_GROUP_ANNOTATION = "pod-group-name"
+SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
+GPU_GROUP_LABEL = "runai-gpu-group"
+UTILITY_APPS = ("kai-resource-reservation", "scaling-pod")
+DEFAULT_JOB_PRIORITY = 50
+
+
+@dataclass
+class ClusterState:
+    config: SchedulerConfig
+    nodes: list[NodeInfo]
+    table: NodeTable
+    predicates: PredicateCache
+    queues: dict[str, QueueInfo]
+    jobs: dict[str, JobInfo]
+    tasks: list[TaskInfo]
+    total: dict[str, Fraction]
+    warnings: list[ObjectWarning] = field(default_factory=list)
+    orphan_groups: dict[str, list[str]] = field(default_factory=dict)   # missing PodGroup -> reasons
+    snapshot: object = None
+
+    def queue_path(self, queue: str) -> list[QueueInfo]:
+        return ancestors(self.queues, queue)
+
+    def schedulable_jobs(self) -> list[JobInfo]:
+        """Jobs an allocating action considers (spec 4.1): ready, pending work, existing leaf queue."""
+        return [j for j in self.jobs.values()
+                if not j.problems and j.has_pending() and j.is_ready()
+                and j.queue in self.queues and self.queues[j.queue].is_leaf]
+
+
+def _selector_matches(labels: dict[str, str], cfg: SchedulerConfig) -> bool:
+    """Node-pool selection (spec 2.2): empty value means "label absent"; empty key means all."""
+    if not cfg.node_pool_label_key:
+        return True
+    if cfg.node_pool_label_value:
+        return labels.get(cfg.node_pool_label_key) == cfg.node_pool_label_value
+    return cfg.node_pool_label_key not in labels
+
+
+def _task_priority(labels: dict[str, str]) -> tuple:
+    raw = labels.get(TASK_PRIORITY_LABEL)
+    if raw is None:
+        return (1, 0)
+    try:
+        return (0, -int(raw))
+    except ValueError:
+        return (0, 1 << 62)  # unparsable loses against parsable labels
+
+
+def _task_order_key(pod) -> tuple:
+    labels = pod.metadata.labels or {}
+    role = 0 if labels.get("training.kubeflow.org/job-role") in ("master", "launcher") else 1
+    head = 0 if labels.get("ray.io/node-type") == "head" else 1
+    return (role, head, _task_priority(labels), ts_key(pod.metadata.creation_timestamp), pod.metadata.uid or "")
+
+
+def _status(pod, bind_nodes: dict[tuple[str, str], str]) -> tuple[str, str | None]:
+    phase = (pod.status.phase if pod.status else None) or "Pending"
+    node = pod.spec.node_name or None
+    deleting = pod.metadata.deletion_timestamp is not None
+    if phase == "Running":
+        return (RELEASING if deleting else RUNNING), node
+    if phase == "Pending":
+        if deleting:
+            return RELEASING, node
+        if node:
+            return BOUND, node
+        bound = bind_nodes.get((pod.metadata.namespace or "", pod.metadata.name))
+        if bound:
+            return BINDING, bound
+        if pod.spec.scheduling_gates:
+            return GATED, None
+        return PENDING, None
+    if phase == "Succeeded":
+        return SUCCEEDED, node
+    if phase == "Failed":
+        return FAILED, node
+    return UNKNOWN, node
+
+
+def _bind_requests(objs: Iterable) -> dict[tuple[str, str], str]:
+    out = {}
+    for br in objs:
+        spec, status = br.spec, br.status
+        if spec is None or not spec.pod_name or not spec.selected_node:
+            continue
+        if status is not None and status.phase == "Failed":
+            continue  # KAI deletes failed requests; the pod is Pending again (spec 1.7)
+        out[(br.metadata.namespace or "", spec.pod_name)] = spec.selected_node
+    return out
+
+
+def _priorities(objs: Iterable) -> tuple[dict[str, int], int]:
+    values: dict[str, int] = {}
+    default = DEFAULT_JOB_PRIORITY
+    found_default = False
+    for pc in objs:
+        values[pc.metadata.name] = int(pc.value or 0)
+        if pc.global_default and not found_default:
+            default, found_default = int(pc.value or 0), True
+    return values, default
+
+
+def _podsets(pg) -> tuple[dict[str, PodSet], list[str]]:
+    spec = pg.spec
+    problems: list[str] = []
+    subs = list(spec.sub_groups or []) if spec is not None else []
+    if not subs:
+        return {DEFAULT_PODSET: PodSet(DEFAULT_PODSET, max(int(spec.min_member or 0), 1))}, problems
+    names = {s.name.lower(): s for s in subs if s.name}
+    parents = {s.parent.lower() for s in subs if s.parent}
+    bad = [s.parent for s in subs if s.parent and s.parent.lower() not in names]
+    if bad or len(names) != len(subs):
+        problems.append(f"sub-group tree is invalid (unknown parent {bad[0]!r})" if bad
+                        else "sub-group names are missing or duplicated")
+        return {DEFAULT_PODSET: PodSet(DEFAULT_PODSET, 1)}, problems
+    podsets = {}
+    for s in subs:
+        if s.name.lower() not in parents:
+            podsets[s.name] = PodSet(s.name, max(int(s.min_member or 0), 1))
+    return podsets, problems
+
+
+def _make_job(pg, queues: dict[str, QueueInfo], prio: dict[str, int], default_prio: int) -> JobInfo:
+    spec = pg.spec
+    queue = (spec.queue or "") if spec is not None else ""
+    pc_name = spec.priority_class_name if spec is not None else None
+    priority = prio.get(pc_name, default_prio) if pc_name else default_prio
+    mode = (spec.preemptibility or "") if spec is not None else ""
+    preemptible = mode == "preemptible" or (mode != "non-preemptible" and priority < 100)
+    podsets, problems = _podsets(pg)
+    job = JobInfo(name=pg.metadata.name, namespace=pg.metadata.namespace or "default", uid=pg.metadata.uid or "",
+                  queue=queue, priority=priority, preemptible=preemptible,
+                  creation=ts_key(pg.metadata.creation_timestamp), podsets=podsets, problems=problems,
+                  topology_constraint=spec.topology_constraint if spec is not None else None, pod_group=pg)
+    if queue not in queues:
+        job.problems.append(f"QueueDoesNotExist: Queue '{queue}' does not exist")
+    elif not queues[queue].is_leaf:
+        job.problems.append(f"queue '{queue}' is not a leaf queue; only leaf queues run jobs")
+    return job
+
+
+def build_cluster_state(loaded: LoadedSnapshot) -> ClusterState:
+    snap = loaded.snapshot
+    raw = snap.raw_objects
+    cfg = parse_config(snap.config, snap.scheduler_params)
+    warnings = list(loaded.warnings)
+    for a in cfg.unknown_actions:
+        warnings.append(ObjectWarning("Config/actions", "config.actions", f"unknown action '{a}' ignored"))
+
+    node_objs = sorted((n for n in raw.nodes if _selector_matches(n.metadata.labels or {}, cfg)),
+                       key=lambda n: n.metadata.name)
+    nodes = [make_node(n, i) for i, n in enumerate(node_objs)]
+    node_by_name = {n.name: n for n in nodes}
+
+    queue_objs = [q for q in raw.queues if _selector_matches(q.metadata.labels or {}, cfg)]
+    queues, qwarn = build_queues(queue_objs, cfg.full_hierarchy_fairness)
+    warnings += qwarn
+    prio, default_prio = _priorities(raw.priority_classes)
+
+    jobs: dict[str, JobInfo] = {}
+    for pg in raw.pod_groups:
+        if not _selector_matches(pg.metadata.labels or {}, cfg):
+            continue
+        if _backed_off(pg, cfg):
+            continue
+        if pg.metadata.name in jobs:
+            warnings.append(ObjectWarning(f"PodGroup/{pg.metadata.namespace}/{pg.metadata.name}", "metadata.name",
+                                          "another PodGroup has the same name; KAI keys jobs by name, this one is ignored"))
+            continue
+        jobs[pg.metadata.name] = _make_job(pg, queues, prio, default_prio)
+    for job in jobs.values():
+        for p in job.problems:
+            warnings.append(ObjectWarning(f"PodGroup/{job.namespace}/{job.name}",
+                                          "spec.queue" if "queue" in p.lower() else "spec.subGroups", p))
+
+    # Unreadable pods: name them, keep their job informed, keep their node out of use.
+    orphan_groups: dict[str, list[str]] = {}
+    for d in loaded.raw_invalid.get("pods", []):
+        if not isinstance(d, dict):
+            continue
+        meta = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '?')}"
+        group = (meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION) if isinstance(meta.get("annotations"), dict) else None
+        spec = d.get("spec") if isinstance(d.get("spec"), dict) else {}
+        node = spec.get("nodeName") if isinstance(spec.get("nodeName"), str) else None
+        if node in node_by_name:
+            node_by_name[node].unreadable_pods.append(key)
+        if isinstance(group, str):
+            msg = f"pod {key} could not be read (see warnings) and is not scheduled"
+            if group in jobs:
+                jobs[group].notes.append(msg)
+            else:
+                orphan_groups.setdefault(group, []).append(msg)
+
+    table = NodeTable(nodes)
+    bind_nodes = _bind_requests(raw.bind_requests)
+    tasks: list[TaskInfo] = []
+    other_usage: list[TaskInfo] = []
+    for pod in raw.pods:
+        meta = pod.metadata
+        status, node = _status(pod, bind_nodes)
+        labels = meta.labels or {}
+        annotations = meta.annotations or {}
+        request = pod_request(pod.spec, annotations)
+        groups = tuple(sorted({v for k, v in labels.items() if k == GPU_GROUP_LABEL or k.startswith(GPU_GROUP_LABEL + "/")}))
+        group = annotations.get(POD_GROUP_ANNOTATION)
+        task = TaskInfo(uid=meta.uid or meta.name, name=meta.name, namespace=meta.namespace or "default",
+                        job=group, podset=None, status=status, node=node, request=request,
+                        order_key=_task_order_key(pod), predicate_key=predicate_key(pod.spec),
+                        gpu_groups=groups, nominated_node=(pod.status.nominated_node_name if pod.status else None),
+                        scheduler_name=pod.spec.scheduler_name or "default-scheduler",
+                        utility=labels.get("app") in UTILITY_APPS, pod=pod)
+        if status in ACTIVE_USED and node in node_by_name:
+            table.add_task(task)
+            other_usage.append(task)
+        if group is None:
+            continue
+        job = jobs.get(group)
+        if job is None:
+            if status == PENDING and task.scheduler_name == cfg.scheduler_name:
+                orphan_groups.setdefault(group, []).append(
+                    f"PodGroup '{group}' of pod {task.key} does not exist")
+                warnings.append(ObjectWarning(f"Pod/{task.key}", f"metadata.annotations.{POD_GROUP_ANNOTATION}",
+                                              f"PodGroup '{group}' does not exist; the pod is not scheduled"))
+            continue
+        ps_name = DEFAULT_PODSET if DEFAULT_PODSET in job.podsets and len(job.podsets) == 1 and \
+            not (job.pod_group.spec and job.pod_group.spec.sub_groups) else labels.get(SUBGROUP_LABEL)
+        if ps_name not in job.podsets:
+            continue  # with sub-groups, pods without a known leaf sub-group are not part of the job (spec 1.3)
+        task.podset = ps_name
+        job.podsets[ps_name].tasks.append(task)
+        tasks.append(task)
+        for p in request.problems:
+            job.notes.append(f"pod {task.key}: {p}")
+    table.finalize_shared()
+
+    total = _capacity(nodes, table, other_usage, cfg)
+    _account_queues(queues, jobs, node_by_name)
+    fair = compute_fair_share(
+        [ShareQueue(name=q.name, parent=q.parent, priority=q.priority, creation=q.creation, deserved=q.deserved,
+                    limit=q.limit, weight=q.weight, request=q.request) for q in queues.values()],
+        total, cfg.k_value)
+    for name, share in fair.items():
+        queues[name].fair_share = dict(share)
+    return ClusterState(config=cfg, nodes=nodes, table=table, predicates=PredicateCache(nodes), queues=queues,
+                        jobs=jobs, tasks=tasks, total=total, warnings=warnings, orphan_groups=orphan_groups,
+                        snapshot=snap)
+
+
+def _backed_off(pg, cfg: SchedulerConfig) -> bool:
+    """PodGroups with schedulingBackoff that already failed in this node pool are skipped (spec 2.2 step 7)."""
+    spec = pg.spec
+    if spec is None or spec.scheduling_backoff is None or spec.scheduling_backoff == -1:
+        return False
+    conds = getattr(pg.status, "scheduling_conditions", None) if pg.status is not None else None
+    if not conds:
+        return False
+
+    def tid(c) -> int:
+        raw = c.get("transitionID") if isinstance(c, dict) else getattr(c, "transition_id", None)
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            return 0
+
+    latest = max(conds, key=tid)
+    pool = latest.get("nodePool") if isinstance(latest, dict) else getattr(latest, "node_pool", None)
+    own = (pg.metadata.labels or {}).get(cfg.node_pool_label_key) or "default"
+    return pool == own
+
+
+def _capacity(nodes: list[NodeInfo], table: NodeTable, active: list[TaskInfo], cfg: SchedulerConfig) -> dict[str, Fraction]:
+    """Cluster total divided among top-level queues (spec 3.2.1)."""
+    total = {r: Fraction(0) for r in RESOURCES}
+    ready = {n.name for n in nodes if n.not_ready_reason is None}
+    for n in nodes:
+        if n.name not in ready:
+            continue
+        total["cpu"] += n.capacity.get("cpu", 0)
+        total["memory"] += n.capacity.get("memory", 0)
+        gpu = n.capacity.get("gpu", 0) + sum(mig_gpus(k) * v // 1000 for k, v in n.capacity.items() if k.startswith("nvidia.com/mig-"))
+        if cfg.restrict_node_scheduling and "node-role.kubernetes.io/gpu-worker" not in n.labels:
+            gpu = 0
+        total["gpu"] += gpu
+    for t in active:
+        if t.node in ready and t.scheduler_name != cfg.scheduler_name and not t.utility:
+            total["cpu"] -= t.request.cpu
+            total["memory"] -= t.request.memory
+            total["gpu"] -= t.request.gpu_quota
+    return total
+
+
+def _account_queues(queues: dict[str, QueueInfo], jobs: dict[str, JobInfo], nodes: dict[str, NodeInfo]) -> None:
+    """Per-queue allocated, non-preemptible allocated and request, over leaf and ancestors (spec 3.2.2)."""
+    for job in jobs.values():
+        if job.queue not in queues:
+            continue
+        path = ancestors(queues, job.queue)
+        for t in job.tasks:
+            if t.status in QUEUE_ALLOCATED:
+                node = nodes.get(t.node or "")
+                vec = {"cpu": Fraction(t.request.cpu), "memory": Fraction(t.request.memory),
+                       "gpu": queue_gpu_of_accepted(t, node.gpu_memory if node else None)}
+                for q in path:
+                    for r in RESOURCES:
+                        q.allocated[r] += vec[r]
+                        q.request[r] += vec[r]
+                        if not job.preemptible:
+                            q.allocated_np[r] += vec[r]
+            elif t.status == PENDING:
+                vec = {"cpu": Fraction(t.request.cpu), "memory": Fraction(t.request.memory), "gpu": t.request.gpu_quota}
+                for q in path:
+                    for r in RESOURCES:
+                        q.request[r] += vec[r]
