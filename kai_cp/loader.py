@@ -1,0 +1,404 @@
+"""Read (and write back) KAI snapshots: a ZIP holding `snapshot.json`, or that JSON itself.
+
+Two failure levels (interfaces.md section 4):
+* the file as a whole is unusable -> `SnapshotError` (the CLI prints it, exit code 2);
+* one object is unusable -> it is left out of the typed lists, an `ObjectWarning` names
+  it, and its raw dict is kept in `raw_invalid` so the engine can still report its job
+  as unschedulable. One bad object never prevents loading the others, as in a cluster.
+
+The format is chosen by content (ZIP magic bytes), never by file name.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import re
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Union
+
+from pydantic import ValidationError
+
+from models import RAW_OBJECT_KINDS, KubeObject, RawKindInfo, RawObjects, Snapshot
+
+from .errors import ObjectWarning, SnapshotError
+
+__all__ = [
+    "LoadedSnapshot",
+    "load_snapshot",
+    "load_snapshot_bytes",
+    "load_snapshot_dict",
+    "dump_snapshot",
+    "write_snapshot",
+    "write_json_atomic",
+    "MAX_UNCOMPRESSED_BYTES",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+SNAPSHOT_MEMBER = "snapshot.json"
+MAX_UNCOMPRESSED_BYTES = 2 * 1024**3  # refuse ZIP members that inflate beyond 2 GiB
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # local file header; empty archive
+_MAX_WARNINGS_PER_OBJECT = 5
+_TOP_LEVEL_KEYS = {"config", "schedulerParams", "rawObjects", "discovery"}
+_KINDS_BY_KEY = {info.key: info for info in RAW_OBJECT_KINDS}
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass
+class LoadedSnapshot:
+    """A parsed snapshot plus what had to be left out of it.
+
+    raw_invalid: rawObjects key -> raw dicts of objects that failed validation (every
+    key of RAW_OBJECT_KINDS is present, possibly with an empty list).
+    """
+
+    snapshot: Snapshot
+    warnings: list[ObjectWarning] = field(default_factory=list)
+    raw_invalid: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- file level
+
+
+def load_snapshot(path: PathLike) -> LoadedSnapshot:
+    """Load a snapshot file (ZIP or JSON, by content). Raises SnapshotError."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise SnapshotError(name, f"cannot read file: {exc.strerror or exc}") from None
+    return load_snapshot_bytes(data, name)
+
+
+def load_snapshot_bytes(data: bytes, name: str) -> LoadedSnapshot:
+    """Load a snapshot from bytes; `name` is used in messages. Raises SnapshotError."""
+    if not data or data.isspace():
+        raise SnapshotError(name, "file is empty")
+    if data[:4] in _ZIP_MAGICS:
+        payload = _read_zip_member(data, name)
+        where = f"{name} ({SNAPSHOT_MEMBER} in ZIP)"
+    else:
+        if data[:2] == b"\x1f\x8b":
+            raise SnapshotError(name, "is gzip-compressed; expected JSON or a ZIP archive")
+        payload, where = data, name
+    return load_snapshot_dict(_parse_json(payload, where), name)
+
+
+def _read_zip_member(data: bytes, name: str) -> bytes:
+    """Return the uncompressed bytes of snapshot.json, refusing zip bombs."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            info = _find_member(zf.infolist())
+            if info is None:
+                members = ", ".join(i.filename for i in zf.infolist()[:10]) or "none"
+                raise SnapshotError(
+                    name, f"ZIP archive has no {SNAPSHOT_MEMBER} (members: {members})"
+                )
+            if info.file_size > MAX_UNCOMPRESSED_BYTES:
+                raise SnapshotError(name, _too_big(info.file_size))
+            chunks, total = [], 0
+            with zf.open(info) as member:
+                while chunk := member.read(1 << 20):
+                    total += len(chunk)
+                    if total > MAX_UNCOMPRESSED_BYTES:
+                        raise SnapshotError(name, _too_big(total))
+                    chunks.append(chunk)
+            return b"".join(chunks)
+    except SnapshotError:
+        raise
+    except Exception as exc:  # zipfile raises many types (BadZipFile, zlib.error, EOFError, ...)
+        raise SnapshotError(name, f"corrupt ZIP archive: {exc or type(exc).__name__}") from None
+
+
+def _find_member(infos: list[zipfile.ZipInfo]) -> Optional[zipfile.ZipInfo]:
+    """`snapshot.json` at the root, else a single `*/snapshot.json` (re-zipped folders)."""
+    for info in infos:
+        if info.filename == SNAPSHOT_MEMBER:
+            return info
+    nested = [i for i in infos if i.filename.endswith("/" + SNAPSHOT_MEMBER) and not i.is_dir()]
+    return nested[0] if len(nested) == 1 else None
+
+
+def _too_big(size: int) -> str:
+    return (
+        f"{SNAPSHOT_MEMBER} inflates to more than {size} bytes, over the "
+        f"{MAX_UNCOMPRESSED_BYTES // 1024**3} GiB limit (refusing a possible zip bomb)"
+    )
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not a valid JSON value")
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def _parse_json(payload: bytes, where: str) -> Any:
+    """Strict UTF-8 JSON (no NaN/Infinity); errors say line and column."""
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = payload[exc.start : exc.start + 1].hex()
+        raise SnapshotError(
+            where, f"not valid UTF-8 JSON (byte 0x{bad} at offset {exc.start})"
+        ) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_parse_float)
+    except json.JSONDecodeError as exc:
+        raise SnapshotError(
+            where, f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+        ) from None
+    except RecursionError:
+        raise SnapshotError(where, "not usable JSON: nested too deeply") from None
+    except ValueError as exc:
+        raise SnapshotError(where, f"not valid JSON: {exc}") from None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+# ------------------------------------------------------------------------- document level
+
+
+def load_snapshot_dict(doc: Any, name: str = "<dict>") -> LoadedSnapshot:
+    """Validate an already-parsed snapshot document. Raises SnapshotError for a wrong
+    shape; object-level problems become warnings."""
+    if not isinstance(doc, dict):
+        raise SnapshotError(
+            name,
+            f"the JSON document is {_json_type(doc)}, expected an object with "
+            "config, schedulerParams and rawObjects",
+        )
+    for key in ("config", "schedulerParams"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise SnapshotError(name, f"{key} must be an object or null, got {_json_type(doc[key])}")
+    raw = doc.get("rawObjects")
+    if raw is None:
+        raw = {}
+    elif not isinstance(raw, dict):
+        raise SnapshotError(name, f"rawObjects must be an object, got {_json_type(raw)}")
+    for key, value in raw.items():
+        if key in _KINDS_BY_KEY and value is not None and not isinstance(value, list):
+            raise SnapshotError(
+                name, f"rawObjects.{key} must be a list, got {_json_type(value)}"
+            )
+
+    warnings: list[ObjectWarning] = []
+    raw_invalid: dict[str, list[dict[str, Any]]] = {info.key: [] for info in RAW_OBJECT_KINDS}
+    raw_objects: dict[str, Any] = {}
+    for key, value in raw.items():
+        info = _KINDS_BY_KEY.get(key)
+        if info is None:
+            warnings.append(
+                ObjectWarning("Snapshot", f"rawObjects.{_path_key(key)}", "unknown object list, ignored")
+            )
+            raw_objects[key] = value
+            continue
+        raw_objects[key] = _load_list(info, value or [], warnings, raw_invalid[key])
+
+    top: dict[str, Any] = {}
+    for key, value in doc.items():
+        if key == "rawObjects":
+            continue
+        if key == "discovery" and value is not None and not isinstance(value, dict):
+            warnings.append(
+                ObjectWarning("Snapshot", "discovery", f"must be an object, got {_json_type(value)}; ignored")
+            )
+            continue
+        if key not in _TOP_LEVEL_KEYS:
+            warnings.append(ObjectWarning("Snapshot", _path_key(key), "unknown top-level key, ignored"))
+        top[key] = value
+    try:
+        if "rawObjects" in doc:
+            top["rawObjects"] = RawObjects.model_validate(raw_objects, by_alias=True, by_name=False)
+        snapshot = Snapshot.model_validate(top, by_alias=True, by_name=False)
+    except ValidationError as exc:  # not expected after the checks above; keep the contract
+        raise SnapshotError(name, f"invalid snapshot: {exc.errors()[0]['msg']}") from None
+    return LoadedSnapshot(snapshot=snapshot, warnings=warnings, raw_invalid=raw_invalid)
+
+
+def _load_list(
+    info: RawKindInfo,
+    items: list[Any],
+    warnings: list[ObjectWarning],
+    invalid: list[dict[str, Any]],
+) -> list[Any]:
+    """Validate each object on its own; drop (and report) the ones that fail."""
+    out: list[Any] = []
+    seen: set[tuple[str, str]] = set()
+    for index, obj in enumerate(items):
+        if not isinstance(obj, dict):
+            warnings.append(
+                ObjectWarning(
+                    f"{info.kind}/rawObjects.{info.key}[{index}]",
+                    "",
+                    f"expected an object, got {_json_type(obj)}",
+                )
+            )
+            continue
+        if info.model is None:
+            out.append(obj)
+            continue
+        ident = _identify(info, obj, index)
+        kind = obj.get("kind")
+        if isinstance(kind, str) and kind and kind != info.kind:
+            warnings.append(
+                ObjectWarning(ident, "kind", f"kind {kind!r} in rawObjects.{info.key}, expected {info.kind}")
+            )
+            invalid.append(obj)
+            continue
+        try:
+            model: KubeObject = info.model.model_validate(obj, by_alias=True, by_name=False)
+        except ValidationError as exc:
+            warnings.extend(_validation_warnings(ident, obj, exc))
+            invalid.append(obj)
+            continue
+        dup_key = (model.metadata.namespace or "", model.metadata.name)
+        if dup_key in seen:
+            warnings.append(
+                ObjectWarning(ident, "metadata.name", "duplicate object; the first one is used")
+            )
+            continue
+        seen.add(dup_key)
+        out.append(model)
+    return out
+
+
+def _identify(info: RawKindInfo, obj: dict[str, Any], index: int) -> str:
+    """`Kind/namespace/name` (or `Kind/name`) from a raw dict, even an invalid one."""
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    ns = meta.get("namespace") if isinstance(meta, dict) else None
+    if not isinstance(name, str) or not name:
+        return f"{info.kind}/rawObjects.{info.key}[{index}]"
+    if isinstance(ns, str) and ns:
+        return f"{info.kind}/{ns}/{name}"
+    return f"{info.kind}/{name}"
+
+
+def _validation_warnings(ident: str, obj: dict[str, Any], exc: ValidationError) -> list[ObjectWarning]:
+    errors = exc.errors(include_url=False)
+    out = []
+    for err in errors[:_MAX_WARNINGS_PER_OBJECT]:
+        out.append(ObjectWarning(ident, render_field_path(obj, err["loc"]), _reason(err)))
+    extra = len(errors) - _MAX_WARNINGS_PER_OBJECT
+    if extra > 0:
+        last = out[-1]
+        out[-1] = ObjectWarning(last.object, last.field, f"{last.reason} (and {extra} more problems)")
+    return out
+
+
+def _reason(err: dict[str, Any]) -> str:
+    """Pydantic's message, with the offending value for type errors."""
+    msg = str(err.get("msg", "invalid"))
+    if msg.startswith("Value error, "):
+        return msg[len("Value error, ") :]
+    if err.get("type") == "missing":
+        return msg
+    value = err.get("input")
+    if value is None or isinstance(value, (str, int, float, bool)):
+        shown = json.dumps(value)
+        return f"{msg}, got {shown[:60] + '...' if len(shown) > 60 else shown}"
+    return f"{msg}, got {_json_type(value)}"
+
+
+def _path_key(key: str) -> str:
+    return key if _IDENT_RE.fullmatch(key) else f"[{key}]"
+
+
+def render_field_path(obj: Any, loc: Iterable[Union[str, int]]) -> str:
+    """Render a pydantic error location against the raw object, Kubernetes style:
+    ('spec','containers',0,'resources','requests','cpu') -> spec.containers[0].resources.requests.cpu.
+    Map keys that are not identifiers are bracketed: requests[nvidia.com/gpu]. Location
+    parts that do not exist in the raw JSON (validator tags) are skipped."""
+    out = ""
+    cur: Any = obj
+    for part in loc:
+        if isinstance(part, int):
+            if isinstance(cur, list):
+                out += f"[{part}]"
+                cur = cur[part] if 0 <= part < len(cur) else None
+            continue
+        if isinstance(cur, dict):
+            piece = _path_key(part)
+            out += piece if (not out or piece.startswith("[")) else "." + piece
+            cur = cur.get(part)
+    return out
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def dump_snapshot(
+    snapshot: Snapshot, raw_invalid: Optional[dict[str, list[dict[str, Any]]]] = None
+) -> dict[str, Any]:
+    """The snapshot as JSON-ready dict in the input format (exact round trip).
+
+    With `raw_invalid`, the objects left out at load time are appended back so a written
+    snapshot loses nothing (they will be reported again when it is loaded).
+    """
+    doc = snapshot.to_json()
+    if raw_invalid and any(raw_invalid.values()):
+        raw = doc.setdefault("rawObjects", {})
+        for key, objs in raw_invalid.items():
+            if objs:
+                raw.setdefault(key, []).extend(copy.deepcopy(objs))
+    return doc
+
+
+def write_json_atomic(path: PathLike, doc: Any, *, indent: Optional[int] = 2) -> None:
+    """Write JSON to `path` via a temp file in the same folder + rename: readers never
+    see a partial file, and a failure (bad value, full disk) leaves no output at all."""
+    target = os.path.abspath(os.fspath(path))
+    folder = os.path.dirname(target)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=indent, allow_nan=False, ensure_ascii=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            mode = os.stat(target).st_mode & 0o777
+        except OSError:
+            mode = 0o644
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_snapshot(path: PathLike, doc: Union[dict[str, Any], Snapshot]) -> None:
+    """Write a snapshot document (or model) as JSON, atomically."""
+    if isinstance(doc, Snapshot):
+        doc = dump_snapshot(doc)
+    write_json_atomic(path, doc)
