@@ -1,0 +1,175 @@
+"""Checks of bench/generate.py, the seeded generator of realistic cluster snapshots.
+
+Why: benchmarks and the shipped example are only meaningful when a seed always yields the
+same cluster and that cluster is a consistent one (every reference resolves, no node is
+over-committed by its running pods).
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+import json
+import sys
+import zipfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load_generator() -> ModuleType:
+    """Import bench/generate.py by path: bench/ is a folder of scripts, not a package."""
+    spec = importlib.util.spec_from_file_location("bench_generate", ROOT / "bench" / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module          # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+gen = _load_generator()
+
+SUFFIXES = {"Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3, "Ti": 1024 ** 4, "k": 1000, "M": 10 ** 6,
+            "G": 10 ** 9, "m": 0.001}
+
+
+def quantity(text: str) -> float:
+    """The few Kubernetes quantity forms the generator writes."""
+    for suffix, factor in SUFFIXES.items():
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * factor
+    return float(text)
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict[str, Any]:
+    return gen.generate_cluster(60, 300, 500, seed=7)
+
+
+def raw(d: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    return d["rawObjects"]
+
+
+def test_same_seed_same_document() -> None:
+    a = json.dumps(gen.generate_cluster(30, 80, 200, seed=3), sort_keys=True)
+    b = json.dumps(gen.generate_cluster(30, 80, 200, seed=3), sort_keys=True)
+    assert a == b
+
+
+def test_other_seed_other_document() -> None:
+    a = json.dumps(gen.generate_cluster(30, 80, 200, seed=3), sort_keys=True)
+    b = json.dumps(gen.generate_cluster(30, 80, 200, seed=4), sort_keys=True)
+    assert a != b
+
+
+def test_top_level_shape(doc: dict[str, Any]) -> None:
+    assert doc["config"]["actions"] == "allocate, consolidation, reclaim, preempt, stalegangeviction"
+    assert doc["schedulerParams"]["schedulerName"] == "kai-scheduler"
+    keys = {"pods", "nodes", "queues", "podGroups", "bindRequests", "priorityClasses", "configMaps",
+            "persistentVolumeClaims", "csiStorageCapacities", "storageClasses", "csiDrivers",
+            "resourceClaims", "resourceSlices", "deviceClasses", "topologies"}
+    assert set(raw(doc)) == keys
+    assert {p["metadata"]["name"]: p["value"] for p in raw(doc)["priorityClasses"]} == {
+        "train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+
+
+def test_names_and_uids_unique(doc: dict[str, Any]) -> None:
+    uids: list[str] = []
+    for kind, objects in raw(doc).items():
+        names = [o["metadata"]["name"] for o in objects]
+        assert len(names) == len(set(names)), kind
+        uids += [o["metadata"]["uid"] for o in objects if "uid" in o["metadata"]]
+    assert len(uids) == len(set(uids))
+
+
+def test_references_resolve(doc: dict[str, Any]) -> None:
+    queues = {q["metadata"]["name"]: q for q in raw(doc)["queues"]}
+    groups = {(g["metadata"]["namespace"], g["metadata"]["name"]): g for g in raw(doc)["podGroups"]}
+    for q in queues.values():
+        parent = q["spec"].get("parentQueue")
+        assert parent is None or parent in queues
+    leaves = {q["spec"]["parentQueue"] for q in queues.values() if "parentQueue" in q["spec"]}
+    for g in groups.values():
+        assert g["spec"]["queue"] in queues
+        assert g["spec"]["queue"] not in leaves, "jobs must live in leaf queues"
+        assert g["metadata"]["labels"]["kai.scheduler/queue"] == g["spec"]["queue"]
+    members = collections.Counter()
+    for p in raw(doc)["pods"]:
+        key = (p["metadata"]["namespace"], p["metadata"]["annotations"]["pod-group-name"])
+        assert key in groups
+        assert p["metadata"]["labels"]["kai.scheduler/queue"] == groups[key]["spec"]["queue"]
+        assert p["spec"]["schedulerName"] == "kai-scheduler"
+        members[key] += 1
+    assert set(members) == set(groups), "every PodGroup has pods"
+
+
+def test_running_pods_fit_their_nodes(doc: dict[str, Any]) -> None:
+    nodes = {n["metadata"]["name"]: n for n in raw(doc)["nodes"]}
+    used: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    running = 0
+    for p in raw(doc)["pods"]:
+        node = p["spec"].get("nodeName")
+        if p["status"]["phase"] == "Running":
+            running += 1
+            assert node in nodes
+            requests = p["spec"]["containers"][0]["resources"]["requests"]
+            for r in ("cpu", "memory", "nvidia.com/gpu"):
+                used[node][r] += quantity(requests.get(r, "0"))
+            used[node]["pods"] += 1
+        else:
+            assert node is None
+    assert running == 500
+    for name, u in used.items():
+        alloc = nodes[name]["status"]["allocatable"]
+        for r, amount in u.items():
+            assert amount <= quantity(alloc[r]), (name, r)
+
+
+def test_pending_gangs(doc: dict[str, Any]) -> None:
+    groups = {g["metadata"]["name"]: g for g in raw(doc)["podGroups"]}
+    sizes = collections.Counter(p["metadata"]["annotations"]["pod-group-name"]
+                                for p in raw(doc)["pods"] if p["status"]["phase"] == "Pending")
+    assert sum(sizes.values()) == 300
+    for name, size in sizes.items():
+        assert 1 <= size <= 64
+        assert 1 <= groups[name]["spec"]["minMember"] <= size
+
+
+def test_large_sizes_have_large_gangs() -> None:
+    d = gen.generate_cluster(300, 2000, 100, seed=1)
+    sizes = collections.Counter(p["metadata"]["annotations"]["pod-group-name"]
+                                for p in raw(d)["pods"] if p["status"]["phase"] == "Pending")
+    assert max(sizes.values()) <= 64
+    assert any(s >= 32 for s in sizes.values()) and sum(1 for s in sizes.values() if s == 1) > 10
+
+
+def test_fragmentation_zero_leaves_whole_free_nodes() -> None:
+    d = gen.generate_cluster(60, 10, 200, seed=2, fragmentation=0.0)
+    busy = collections.Counter()
+    for p in raw(d)["pods"]:
+        if p["spec"].get("nodeName"):
+            busy[p["spec"]["nodeName"]] += int(p["spec"]["containers"][0]["resources"]["requests"].get(
+                "nvidia.com/gpu", "0"))
+    for n in raw(d)["nodes"]:
+        assert busy[n["metadata"]["name"]] in (0, int(n["status"]["allocatable"]["nvidia.com/gpu"]))
+
+
+def test_example_zip_holds_snapshot_json() -> None:
+    path = ROOT / "examples" / "cluster-snapshot.zip"
+    assert path.stat().st_size < 300_000
+    with zipfile.ZipFile(path) as zf:
+        assert zf.namelist() == ["snapshot.json"]
+        example = json.loads(zf.read("snapshot.json"))
+    assert len(raw(example)["nodes"]) == 48
+
+
+def test_example_zip_is_reproducible(tmp_path: Path) -> None:
+    out = tmp_path / "snap.zip"
+    gen.main(["--nodes", "48", "--pending", "120", "--running", "300", "--seed", "6", "-o", str(out)])
+    with zipfile.ZipFile(out) as fresh, zipfile.ZipFile(ROOT / "examples" / "cluster-snapshot.zip") as shipped:
+        # compare the JSON, not the ZIP bytes: another zlib may compress differently
+        assert fresh.read("snapshot.json") == shipped.read("snapshot.json")
