@@ -11,6 +11,7 @@ from typing import Any
 
 from kai_cp.greedy import GreedyResult, run_allocate
 from kai_cp.model.build import build_model
+from kai_cp.model.candidates import PAIRS_PER_SECOND
 from kai_cp.model.decode import decode
 from kai_cp.model.solve import solve
 from kai_cp.reasons import unschedulable
@@ -21,7 +22,7 @@ ENGINES = ("cp-sat", "greedy")
 DEFAULT_TIME_LIMIT = 1.0
 DEFAULT_SEED = 0
 DEFAULT_WORKERS = 2
-DECODE_RESERVE = 0.05          # seconds kept back from the solver for decoding and output
+DECODE_RESERVE = 0.08         # seconds kept back from the solver for decoding and output
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def run_cycle(state: ClusterState, settings: CycleSettings = CycleSettings()) ->
                            "GREEDY" if settings.engine == "greedy" else "OPTIMAL", None, None,
                            time.perf_counter() - t0, settings, stats)
     t1 = time.perf_counter()
-    ctx = build_model(state, greedy)
+    ctx = build_model(state, greedy, pair_budget=int(PAIRS_PER_SECOND * settings.time_limit))
     t_build = time.perf_counter() - t1
     greedy_objective = ctx.hinted_objective()
     proto = ctx.model.Proto()

@@ -133,24 +133,20 @@ class Fitter:
         s = self.session
         t = self.state.table
         vec = t.vector(task)
-        free = s.idle + s.releasing
-        static = self.state.predicates.reasons(task.predicate_key)
+        short = (s.idle + s.releasing) < vec
+        has_short = short.any(axis=1)
+        first = short.argmax(axis=1)
         counts: Counter = Counter()
-        short = free < vec
-        for i, node in enumerate(self.state.nodes):
-            reason = None
-            if short[i].any():
-                for c in np.nonzero(short[i])[0]:
-                    name = t.resources[c]
-                    if name == "pods":
-                        reason = "node(s) pod number exceeded"
-                    else:
-                        reason = f"node(s) didn't have enough resources: {_RESOURCE_REASON.get(name, name)}"
-                    break
-            if reason is None:
-                reason = static[i]
-            if reason is not None:
-                counts[reason] += 1
+        for c, n in zip(*np.unique(first[has_short], return_counts=True)):
+            name = t.resources[c]
+            reason = ("node(s) pod number exceeded" if name == "pods"
+                      else f"node(s) didn't have enough resources: {_RESOURCE_REASON.get(name, name)}")
+            counts[reason] += int(n)
+        codes, texts = self.state.predicates.reasons(task.predicate_key)
+        rest = codes[~has_short]
+        rest = rest[rest >= 0]
+        for c, n in zip(*np.unique(rest, return_counts=True)):
+            counts[texts[c]] += int(n)
         return counts
 
 

@@ -6,14 +6,14 @@ against a live Session at every pop, as KAI re-orders its queue tree lazily afte
 
 from __future__ import annotations
 
+import heapq
 from fractions import Fraction
-from typing import Callable, Iterable
+from typing import Iterable
 
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.queues import RESOURCES, QueueInfo
 from kai_cp.session import Session
 
-INF = float("inf")
 
 
 def tasks_to_allocate(job: JobInfo, session: Session) -> list[TaskInfo]:
@@ -42,13 +42,18 @@ def tasks_to_allocate(job: JobInfo, session: Session) -> list[TaskInfo]:
 
 def request_vector(tasks: Iterable[TaskInfo], gpu_memory_as_gpus: bool = True) -> dict[str, Fraction]:
     """Sum of requests; GPU-memory tasks count M/100 GPUs (init_resources) or 0 (limit check, 3.6)."""
-    v = {r: Fraction(0) for r in RESOURCES}
+    cpu = memory = 0
+    gpu = Fraction(0)
+    whole = 0
     for t in tasks:
-        v["cpu"] += t.request.cpu
-        v["memory"] += t.request.memory
-        if t.request.kind != "GpuMemory" or gpu_memory_as_gpus:
-            v["gpu"] += t.request.gpu_quota
-    return v
+        r = t.request
+        cpu += r.cpu
+        memory += r.memory
+        if r.kind == "Regular":
+            whole += r.gpus
+        elif r.kind != "GpuMemory" or gpu_memory_as_gpus:
+            gpu += r.gpu_quota
+    return {"cpu": Fraction(cpu), "memory": Fraction(memory), "gpu": gpu + whole}
 
 
 def job_order_key(job: JobInfo, session: Session) -> tuple:
@@ -71,7 +76,30 @@ def allocatable(q: QueueInfo, r: str) -> Fraction:
     return max(d, f)
 
 
-def _le(a: Fraction, b: Fraction) -> bool:
+class QueueView:
+    """A queue's fixed numbers for ordering, as floats (KAI compares shares in float64)."""
+
+    __slots__ = ("q", "name", "priority", "created", "deserved", "fair", "share_base", "zero_alloc")
+
+    def __init__(self, q: QueueInfo, total: dict[str, Fraction]):
+        self.q, self.name, self.priority, self.created = q, q.name, q.priority, q.creation[0]
+        self.deserved = [float(q.deserved[r]) for r in RESOURCES]
+        self.fair = [float(q.fair_share[r]) for r in RESOURCES]
+        base, zero = [], []
+        for r in RESOURCES:
+            a = allocatable(q, r)
+            zero.append(a == 0)
+            base.append(float(total[r] if a == -1 else a))
+        self.share_base, self.zero_alloc = base, zero
+
+    def dominant(self, alloc: list[float]) -> float:
+        return max((a * 1000 if b == 0 else a / b) for a, b in zip(alloc, self.share_base))
+
+    def shares(self, alloc: list[float]) -> list[float]:
+        return [(a * 1000 if b == 0 else a / b) for a, b in zip(alloc, self.share_base)]
+
+
+def _le(a: float, b: float) -> bool:
     """a <= b with -1 meaning +infinity on either side (3.1.1)."""
     if b == -1:
         return True
@@ -80,125 +108,123 @@ def _le(a: Fraction, b: Fraction) -> bool:
     return a <= b
 
 
-def dominant_share(q: QueueInfo, alloc: dict[str, Fraction], total: dict[str, Fraction]) -> Fraction | float:
-    best: Fraction | float = Fraction(0)
-    for r in RESOURCES:
-        a = allocatable(q, r)
-        if a == -1:
-            a = total[r]
-        if a == 0:
-            s = alloc[r] * 1000
-        else:
-            s = alloc[r] / a
-        best = max(best, s)
-    return best
-
-
-def _share_vector(q: QueueInfo, alloc: dict[str, Fraction], total: dict[str, Fraction]) -> list:
-    out = []
-    for r in RESOURCES:
-        a = allocatable(q, r)
-        if a == -1:
-            a = total[r]
-        out.append(alloc[r] * 1000 if a == 0 else alloc[r] / a)
-    return out
-
-
-def queue_less(l: QueueInfo, lj: JobInfo, r: QueueInfo, rj: JobInfo, session: Session,
-               init: Callable[[JobInfo], dict[str, Fraction]]) -> bool:
-    """True when queue l (with best job lj) goes before r (with best job rj) — rules 1-8 of 3.8."""
-    la, ra = session.allocated[l.name], session.allocated[r.name]
-    total = session.state.total
+def queue_less(l: QueueView, la: list[float], lreq: list[float],
+               r: QueueView, ra: list[float], rreq: list[float]) -> bool:
+    """True when queue l goes before r; `*a` allocated, `*req` the head job's init resources (3.8)."""
+    idx = range(3)
     # 1. over-utilised in all three resources goes last
-    l_over = all(l.fair_share[x] < la[x] for x in RESOURCES)
-    r_over = all(r.fair_share[x] < ra[x] for x in RESOURCES)
+    l_over = all(l.fair[i] < la[i] for i in idx)
+    r_over = all(r.fair[i] < ra[i] for i in idx)
     if l_over != r_over:
         return r_over
-    lreq, rreq = init(lj), init(rj)
     # 2. starved first
-    l_starved = all(_le(la[x] + lreq[x], l.deserved[x]) for x in RESOURCES)
-    r_starved = all(_le(ra[x] + rreq[x], r.deserved[x]) for x in RESOURCES)
+    l_starved = all(_le(la[i] + lreq[i], l.deserved[i]) for i in idx)
+    r_starved = all(_le(ra[i] + rreq[i], r.deserved[i]) for i in idx)
     if l_starved != r_starved:
         return l_starved
     # 3. queue priority
     if l.priority != r.priority:
         return l.priority > r.priority
     # 4. zero-share violation goes last
-    l_zero = any(allocatable(l, x) == 0 and la[x] + lreq[x] > 0 for x in RESOURCES)
-    r_zero = any(allocatable(r, x) == 0 and ra[x] + rreq[x] > 0 for x in RESOURCES)
+    l_zero = any(l.zero_alloc[i] and la[i] + lreq[i] > 0 for i in idx)
+    r_zero = any(r.zero_alloc[i] and ra[i] + rreq[i] > 0 for i in idx)
     if l_zero != r_zero:
         return r_zero
     # 5. dominant share including the head job
-    ld = dominant_share(l, {x: la[x] + lreq[x] for x in RESOURCES}, total)
-    rd = dominant_share(r, {x: ra[x] + rreq[x] for x in RESOURCES}, total)
+    ld = l.dominant([la[i] + lreq[i] for i in idx])
+    rd = r.dominant([ra[i] + rreq[i] for i in idx])
     if ld != rd:
         return ld < rd
     # 6. dominant share of what is allocated
-    ld, rd = dominant_share(l, la, total), dominant_share(r, ra, total)
+    ld, rd = l.dominant(la), r.dominant(ra)
     if ld != rd:
         return ld < rd
     # 7. the weaker allocatable share vector
-    lv, rv = _share_vector(l, la, total), _share_vector(r, ra, total)
+    lv, rv = l.shares(la), r.shares(ra)
     if all(a <= b for a, b in zip(lv, rv)) and any(a < b for a, b in zip(lv, rv)):
         return True
     if all(b <= a for a, b in zip(lv, rv)) and any(b < a for a, b in zip(lv, rv)):
         return False
     # 8. creation time: l only if strictly older (equal timestamps favour r)
-    return l.creation[0] < r.creation[0]
+    return l.created < r.created
 
 
 class JobQueue:
-    """KAI's JobsOrderByQueues for the allocate action: pop the next job across the queue tree."""
+    """KAI's JobsOrderByQueues for the allocate action: pop the next job across the queue tree.
+
+    Leaves keep a heap of jobs keyed when pushed (a job's key only changes through its own
+    placements, i.e. between its pop and re-push). The best job of each subtree is cached and
+    recomputed only along the path of the last pop, since comparing two siblings only reads
+    their own allocation and head jobs.
+    """
 
     def __init__(self, session: Session, jobs: Iterable[JobInfo]):
         self.session = session
-        self.by_queue: dict[str, list[JobInfo]] = {}
+        state = session.state
+        self.views = {q.name: QueueView(q, state.total) for q in state.queues.values()}
+        self.children = {q.name: sorted(q.children, key=lambda c: state.queues[c].creation)
+                         for q in state.queues.values()}
+        self.roots = sorted((q.name for q in state.queues.values() if q.parent is None),
+                            key=lambda n: state.queues[n].creation)
+        self.heaps: dict[str, list] = {}
+        self._init: dict[str, list[float]] = {}
+        self._best: dict[str, JobInfo | None] = {}
+        self._seq = 0
         for j in jobs:
-            self.by_queue.setdefault(j.queue, []).append(j)
-        self._init_cache: dict[str, tuple[int, dict[str, Fraction]]] = {}
+            self.push(j)
 
     def push(self, job: JobInfo) -> None:
-        self.by_queue.setdefault(job.queue, []).append(job)
+        self._seq += 1
+        heapq.heappush(self.heaps.setdefault(job.queue, []), (job_order_key(job, self.session), self._seq, job))
+        self._init.pop(job.name, None)
+        self._invalidate(job.queue)
+
+    def _invalidate(self, queue: str) -> None:
+        for q in self.session.state.queue_path(queue):
+            self._best.pop(q.name, None)
 
     def __bool__(self) -> bool:
-        return any(self.by_queue.values())
+        return any(self.heaps.values())
 
-    def init_resources(self, job: JobInfo) -> dict[str, Fraction]:
-        return request_vector(tasks_to_allocate(job, self.session))
+    def init_resources(self, job: JobInfo) -> list[float]:
+        v = self._init.get(job.name)
+        if v is None:
+            req = request_vector(tasks_to_allocate(job, self.session))
+            v = self._init[job.name] = [float(req[r]) for r in RESOURCES]
+        return v
 
-    def _best_job(self, leaf: str) -> JobInfo | None:
-        jobs = self.by_queue.get(leaf)
-        if not jobs:
-            return None
-        return min(jobs, key=lambda j: job_order_key(j, self.session))
+    def _alloc(self, queue: str) -> list[float]:
+        a = self.session.allocated[queue]
+        return [float(a[r]) for r in RESOURCES]
 
-    def _best(self, queue: str) -> JobInfo | None:
-        q = self.session.state.queues[queue]
-        if q.is_leaf:
-            return self._best_job(queue)
-        return self._pick([self.session.state.queues[c] for c in q.children])
+    def best(self, queue: str) -> JobInfo | None:
+        if queue in self._best:
+            return self._best[queue]
+        children = self.children[queue]
+        if not children:
+            heap = self.heaps.get(queue)
+            job = heap[0][2] if heap else None
+        else:
+            job = self._pick(children)
+        self._best[queue] = job
+        return job
 
-    def _pick(self, candidates: list[QueueInfo]) -> JobInfo | None:
-        best_q, best_j = None, None
-        init_cache: dict[str, dict[str, Fraction]] = {}
-
-        def init(job: JobInfo) -> dict[str, Fraction]:
-            if job.name not in init_cache:
-                init_cache[job.name] = self.init_resources(job)
-            return init_cache[job.name]
-
-        for q in candidates:
-            j = self._best(q.name)
+    def _pick(self, candidates: list[str]) -> JobInfo | None:
+        best_q = best_j = None
+        best_a = best_req = None
+        for name in candidates:
+            j = self.best(name)
             if j is None:
                 continue
-            if best_q is None or queue_less(q, j, best_q, best_j, self.session, init):
-                best_q, best_j = q, j
+            a, req = self._alloc(name), self.init_resources(j)
+            if best_q is None or queue_less(self.views[name], a, req, self.views[best_q], best_a, best_req):
+                best_q, best_j, best_a, best_req = name, j, a, req
         return best_j
 
     def pop(self) -> JobInfo | None:
-        roots = [q for q in self.session.state.queues.values() if q.parent is None]
-        roots.sort(key=lambda q: q.creation)
-        job = self._pick(roots)
+        job = self._pick(self.roots)
         if job is not None:
-            self.by_queue[job.queue].remove(job)
+            heapq.heappop(self.heaps[job.queue])
+            self._init.pop(job.name, None)
+            self._invalidate(job.queue)
         return job

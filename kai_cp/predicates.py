@@ -116,7 +116,7 @@ def taint_reason(key: tuple, node: NodeInfo) -> str | None:
 def static_reason(key: tuple, node: NodeInfo) -> str | None:
     """First failing static predicate in KAI's order (node condition, taints, affinity), or None."""
     if node.unreadable_pods:
-        return "node runs pods whose resources cannot be read: " + ", ".join(node.unreadable_pods[:3])
+        return "node runs pods whose resources cannot be read (see warnings)"
     if node.not_ready_reason:
         return node.not_ready_reason
     reason = taint_reason(key, node)
@@ -127,17 +127,57 @@ def static_reason(key: tuple, node: NodeInfo) -> str | None:
     return None
 
 
+def _label_keys(key: tuple) -> tuple[str, ...]:
+    selector, terms, _ = key
+    keys = {k for k, _ in selector}
+    if terms:
+        for exprs, _fields in terms[0]:
+            keys.update(e[0] for e in exprs)
+    return tuple(sorted(keys))
+
+
 class PredicateCache:
-    """Masks and first-failure reasons per pod predicate key, evaluated once per node signature."""
+    """Masks and first-failure reasons per pod predicate key.
+
+    Nodes are grouped, per key, by what that key can see: the labels it names plus taints and
+    readiness (a hostname label must not make every node distinct). Each group is evaluated once.
+    """
 
     def __init__(self, nodes: list[NodeInfo]):
         self.nodes = nodes
-        groups: dict[tuple, list[int]] = {}
-        for n in nodes:
-            groups.setdefault((n.signature, n.not_ready_reason, bool(n.unreadable_pods)), []).append(n.index)
-        self.groups = [(np.array(idx, dtype=np.int64), nodes[idx[0]]) for idx in groups.values()]
+        base: dict[tuple, int] = {}
+        self.base_group = np.array([base.setdefault((n.taints, n.not_ready_reason, bool(n.unreadable_pods)), len(base))
+                                    for n in nodes], dtype=np.int64)
+        self._label_codes: dict[str, np.ndarray] = {}
+        self._groups: dict[tuple[str, ...], list[tuple[np.ndarray, NodeInfo]]] = {}
         self._masks: dict[tuple, np.ndarray] = {}
-        self._reasons: dict[tuple, list[str | None]] = {}
+        self._reasons: dict[tuple, tuple[np.ndarray, list[str]]] = {}
+
+    def _codes(self, label: str) -> np.ndarray:
+        c = self._label_codes.get(label)
+        if c is None:
+            values: dict[str | None, int] = {}
+            c = np.array([values.setdefault(n.labels.get(label), len(values)) for n in self.nodes], dtype=np.int64)
+            self._label_codes[label] = c
+        return c
+
+    def groups(self, key: tuple) -> list[tuple[np.ndarray, NodeInfo]]:
+        if self._uses_name(key):
+            return [(np.array([n.index]), n) for n in self.nodes]
+        labels = _label_keys(key)
+        g = self._groups.get(labels)
+        if g is None:
+            if not self.nodes:
+                g = []
+            else:
+                cols = np.stack([self.base_group] + [self._codes(k) for k in labels], axis=1)
+                _, first, inverse = np.unique(cols, axis=0, return_index=True, return_inverse=True)
+                inverse = inverse.reshape(-1)
+                order = np.argsort(inverse, kind="stable")
+                bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
+                g = [(order[bounds[i]:bounds[i + 1]], self.nodes[int(first[i])]) for i in range(len(first))]
+            self._groups[labels] = g
+        return g
 
     @staticmethod
     def _uses_name(key: tuple) -> bool:
@@ -148,18 +188,20 @@ class PredicateCache:
         m = self._masks.get(key)
         if m is None:
             m = np.zeros(len(self.nodes), dtype=bool)
-            if self._uses_name(key):
-                for n in self.nodes:
-                    m[n.index] = static_reason(key, n) is None
-            else:
-                for idx, rep in self.groups:
-                    m[idx] = static_reason(key, rep) is None
+            for idx, rep in self.groups(key):
+                m[idx] = static_reason(key, rep) is None
             self._masks[key] = m
         return m
 
-    def reasons(self, key: tuple) -> list[str | None]:
+    def reasons(self, key: tuple) -> tuple[np.ndarray, list[str]]:
+        """Per node, the index of its first failing static predicate's reason (-1 = passes)."""
         r = self._reasons.get(key)
         if r is None:
-            r = [static_reason(key, n) for n in self.nodes]
-            self._reasons[key] = r
+            codes = np.full(len(self.nodes), -1, dtype=np.int64)
+            seen: dict[str, int] = {}
+            for idx, rep in self.groups(key):
+                reason = static_reason(key, rep)
+                if reason is not None:
+                    codes[idx] = seen.setdefault(reason, len(seen))
+            r = self._reasons[key] = (codes, list(seen))
         return r

@@ -7,6 +7,7 @@ exact fractions, extended resources in milli-units (spec 1.4, 1.10). No floats.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterable, Mapping
@@ -88,6 +89,7 @@ def _add(total: dict[str, object], requests: Mapping[str, str] | None) -> None:
         total[name] = total.get(name, 0) + _value(name, q)  # type: ignore[operator]
 
 
+@lru_cache(maxsize=1 << 16)
 def _value(name: str, q: str) -> int:
     if name == "cpu":
         return cpu_millis(q)

@@ -324,20 +324,23 @@ def _account_queues(queues: dict[str, QueueInfo], jobs: dict[str, JobInfo], node
     for job in jobs.values():
         if job.queue not in queues:
             continue
-        path = ancestors(queues, job.queue)
+        alloc = [0, 0, Fraction(0)]
+        request = [0, 0, Fraction(0)]
         for t in job.tasks:
             if t.status in QUEUE_ALLOCATED:
                 node = nodes.get(t.node or "")
-                vec = {"cpu": Fraction(t.request.cpu), "memory": Fraction(t.request.memory),
-                       "gpu": queue_gpu_of_accepted(t, node.gpu_memory if node else None)}
-                for q in path:
-                    for r in RESOURCES:
-                        q.allocated[r] += vec[r]
-                        q.request[r] += vec[r]
-                        if not job.preemptible:
-                            q.allocated_np[r] += vec[r]
+                gpu = queue_gpu_of_accepted(t, node.gpu_memory if node else None)
+                for acc in (alloc, request):
+                    acc[0] += t.request.cpu
+                    acc[1] += t.request.memory
+                    acc[2] += gpu
             elif t.status == PENDING:
-                vec = {"cpu": Fraction(t.request.cpu), "memory": Fraction(t.request.memory), "gpu": t.request.gpu_quota}
-                for q in path:
-                    for r in RESOURCES:
-                        q.request[r] += vec[r]
+                request[0] += t.request.cpu
+                request[1] += t.request.memory
+                request[2] += t.request.gpu_quota
+        for q in ancestors(queues, job.queue):
+            for i, r in enumerate(RESOURCES):
+                q.allocated[r] += alloc[i]
+                q.request[r] += request[i]
+                if not job.preemptible:
+                    q.allocated_np[r] += alloc[i]

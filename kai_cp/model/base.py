@@ -62,6 +62,7 @@ class ModelContext:
     free: np.ndarray | None = None         # node idle + releasing at cycle start
     idle: np.ndarray | None = None
     levels: Levels = field(default_factory=Levels)
+    greedy_counts: dict[int, int] = field(default_factory=dict)         # pair -> pods greedy put there
 
     def class_pairs(self, c: int) -> np.ndarray:
         return np.nonzero(self.pair_class == c)[0]

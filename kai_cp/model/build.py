@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 from ortools.sat.python import cp_model
 
 from kai_cp.greedy import GreedyResult
@@ -15,19 +14,20 @@ from kai_cp.model.order import KaiOrder
 from kai_cp.model.pipeline import Pipelining
 from kai_cp.model.placement import Placement
 from kai_cp.model.quota import QueueQuota
+from kai_cp.model.stability import KeepGreedyNodes
 from kai_cp.model.utilisation import Utilisation
 from kai_cp.state import ClusterState
 
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
 CONSTRAINTS: tuple[Concern, ...] = (NodeCapacity(), Gang(), QueueQuota())
-OBJECTIVE_LEVELS: tuple[Concern, ...] = (Placement(), Pipelining(), Utilisation(), KaiOrder())
+OBJECTIVE_LEVELS: tuple[Concern, ...] = (KeepGreedyNodes(), Placement(), Pipelining(), Utilisation(), KaiOrder())
 
 
-def build_model(state: ClusterState, greedy: GreedyResult,
+def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | None = None,
                 constraints: tuple[Concern, ...] = CONSTRAINTS,
                 levels: tuple[Concern, ...] = OBJECTIVE_LEVELS) -> ModelContext:
     classes = build_classes(state, greedy)
-    pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes)
+    pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes, pair_budget)
     model = cp_model.CpModel()
     ctx = ModelContext(state=state, greedy=greedy, model=model, classes=classes, pair_class=pair_class,
                        pair_node=pair_node, pair_ub=pair_ub, free=state.table.free, idle=state.table.idle)
@@ -49,15 +49,8 @@ def build_model(state: ClusterState, greedy: GreedyResult,
 
 def _hint(ctx: ModelContext) -> None:
     """Hint every decision variable with greedy's placement (a complete, feasible hint)."""
-    pair_index = {(int(c), int(n)): i for i, (c, n) in enumerate(zip(ctx.pair_class, ctx.pair_node))}
-    counts = np.zeros(len(ctx.x), dtype=np.int64)
-    by_task = {t.key: c.index for c in ctx.classes for t in c.tasks}
-    for key, p in ctx.greedy.session.placements.items():
-        c = by_task.get(key)
-        if c is not None and (c, p.node) in pair_index:
-            counts[pair_index[(c, p.node)]] += 1
-    for var, value in zip(ctx.x, counts.tolist()):
-        ctx.hint(var, value)
+    for i, var in enumerate(ctx.x):
+        ctx.hint(var, ctx.greedy_counts.get(i, 0))
     started = ctx.greedy.started_jobs
     for job, var in ctx.starts.items():
         ctx.hint(var, 1 if job in started else 0)

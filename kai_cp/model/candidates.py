@@ -1,14 +1,16 @@
 """Aggregation and pruning before any variable exists.
 
 Pending pods that are interchangeable (same job, PodSet, request, predicates) become one pod
-class with a count variable per candidate node, instead of a Boolean per pod x node. Candidate
-nodes are those that pass the static predicates and can hold at least one pod of the class;
-when a class has many, it keeps the nodes greedy used plus the best-ranked ones (those with
-room left after greedy first, then the fullest that fit) until they could hold a multiple of
-the class's pods, under a global budget of variables.
+class with a count variable per candidate node, instead of a Boolean per pod x node.
+Candidates of a class are nodes that pass its static predicates and can hold at least one of
+its pods; of those it keeps the nodes greedy used for it plus the best-ranked others (room left
+after greedy first, then the placement preference) until they could hold a few times the
+class. Classes that a queue limit or non-preemptible quota rules out entirely get none.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -16,9 +18,10 @@ from kai_cp.greedy import GreedyResult
 from kai_cp.model.base import PodClass
 from kai_cp.state import ClusterState
 
-MAX_PAIRS = 60_000          # global budget of (class, node) count variables
-MIN_NODES_PER_CLASS = 16
 CAPACITY_MULTIPLE = 3       # candidates should be able to hold this many times the class
+MIN_NODES_PER_CLASS = 4
+PAIRS_PER_SECOND = 6_000    # variables the cycle can afford per second of time limit (measured, bench/)
+_COL = {"cpu": 0, "memory": 1, "gpu": 2}
 
 
 def modelled(task) -> bool:
@@ -42,59 +45,83 @@ def build_classes(state: ClusterState, greedy: GreedyResult) -> list[PodClass]:
     return classes
 
 
-def _per_node_bound(free: np.ndarray, vec: np.ndarray, size: int) -> np.ndarray:
+def _per_node_bound(free: np.ndarray, vec: np.ndarray) -> np.ndarray:
     need = vec > 0
     if not need.any():
-        return np.full(free.shape[0], size, dtype=np.int64)
-    per = free[:, need] // vec[need]
-    return np.minimum(per.min(axis=1), size)
+        return np.full(free.shape[0], np.iinfo(np.int64).max // 4, dtype=np.int64)
+    return (free[:, need] // vec[need]).min(axis=1)
 
 
-def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodClass],
-                 max_pairs: int = MAX_PAIRS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(class index, node index, upper bound) per candidate pair."""
+def _blocked_by_queue(state: ClusterState, c: PodClass) -> bool:
+    """A queue on the class's path has no room at all for a resource the class requests."""
+    for q in state.queue_path(c.job.queue):
+        for r, col in _COL.items():
+            if c.vec[col] <= 0:
+                continue
+            if q.limit[r] != -1 and math.floor(q.limit[r] - q.allocated[r]) < c.vec[col]:
+                return True
+            if not c.job.preemptible and q.deserved[r] != -1 and math.floor(q.deserved[r] - q.allocated_np[r]) < c.vec[col]:
+                return True
+    return False
+
+
+def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(class index, node index, upper bound) per candidate pair.
+
+    Classes of jobs greedy started come first (they must stay placeable), then the others in
+    KAI's order until `budget` pairs are used; classes past the budget keep greedy's outcome.
+    """
     table = state.table
     free0 = table.free
     s = greedy.session
     free_after = s.idle + s.releasing
-    greedy_nodes: dict[int, set[int]] = {}
+    greedy_nodes: dict[int, list[int]] = {}
     by_task = {t.key: c.index for c in classes for t in c.tasks}
     for key, p in s.placements.items():
-        if key in by_task:
-            greedy_nodes.setdefault(by_task[key], set()).add(p.node)
+        c = by_task.get(key)
+        if c is not None:
+            greedy_nodes.setdefault(c, []).append(p.node)
 
-    per_class: list[tuple[np.ndarray, np.ndarray]] = []
-    for c in classes:
-        static = state.predicates.mask(c.tasks[0].predicate_key)
-        ub = _per_node_bound(free0, c.vec, c.size)
-        if c.tasks[0].request.best_effort:
-            ub = np.full(len(state.nodes), c.size, dtype=np.int64)
-        ok = static & (ub > 0)
-        nodes = np.nonzero(ok)[0]
-        per_class.append((nodes, ub[nodes]))
-
-    total = sum(len(n) for n, _ in per_class)
-    multiple = CAPACITY_MULTIPLE
+    ranked_cache: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     cls_out, node_out, ub_out = [], [], []
-    for c, (nodes, ub) in zip(classes, per_class):
-        if total > max_pairs and len(nodes) > MIN_NODES_PER_CLASS:
+    started = greedy.started_jobs
+    used = 0
+    for c in sorted(classes, key=lambda c: (c.job.name not in started, c.index)):
+        if c.job.name not in started and budget is not None and used >= budget:
+            break
+        if _blocked_by_queue(state, c):
+            continue
+        best_effort = c.tasks[0].request.best_effort
+        key = (c.vec.tobytes(), c.tasks[0].predicate_key, best_effort)
+        cached = ranked_cache.get(key)
+        if cached is None:
+            static = state.predicates.mask(c.tasks[0].predicate_key)
+            ub = _per_node_bound(free0, c.vec) if not best_effort else np.full(len(state.nodes), 1 << 40)
+            nodes = np.nonzero(static & (ub > 0))[0]
             col = 2 if c.gpus > 0 else 0
-            after_ub = _per_node_bound(free_after[nodes], c.vec, c.size)
-            spread = state.config.gpu_placement == "spread" if c.gpus else state.config.cpu_placement == "spread"
-            prim = free0[nodes, col] if not spread else -free0[nodes, col]
-            order = np.lexsort((nodes, prim, after_ub == 0))
-            cum = np.cumsum(ub[order])
-            k = int(np.searchsorted(cum, multiple * c.size)) + 1
-            budget_share = max(MIN_NODES_PER_CLASS, int(max_pairs * len(nodes) / total))
-            k = max(MIN_NODES_PER_CLASS, min(k, budget_share))
-            keep = set(order[:k].tolist())
-            g = greedy_nodes.get(c.index, set())
-            keep |= {i for i, n in enumerate(nodes) if n in g}
-            sel = np.array(sorted(keep), dtype=np.int64)
-            nodes, ub = nodes[sel], ub[sel]
-        cls_out.append(np.full(len(nodes), c.index, dtype=np.int64))
-        node_out.append(nodes)
-        ub_out.append(ub)
+            spread = (state.config.gpu_placement if c.gpus else state.config.cpu_placement) == "spread"
+            prim = -free0[nodes, col] if spread else free0[nodes, col]
+            after = _per_node_bound(free_after[nodes], c.vec) if not best_effort else ub[nodes]
+            order = np.lexsort((nodes, prim, after <= 0))
+            nodes = nodes[order]
+            cached = ranked_cache[key] = (nodes, ub[nodes], np.cumsum(np.minimum(ub[nodes], 1 << 20)))
+        nodes, ub, cum = cached
+        if len(nodes) == 0:
+            continue
+        k = int(np.searchsorted(cum, CAPACITY_MULTIPLE * c.size)) + 1
+        k = max(MIN_NODES_PER_CLASS, k)
+        chosen = nodes[:k]
+        g = greedy_nodes.get(c.index)
+        if g:
+            extra = np.setdiff1d(np.unique(g), chosen)
+            chosen = np.concatenate([chosen, extra])
+        sel_ub = np.minimum(_per_node_bound(free0[chosen], c.vec) if not best_effort else np.full(len(chosen), c.size),
+                            c.size)
+        used += len(chosen)
+        cls_out.append(np.full(len(chosen), c.index, dtype=np.int64))
+        node_out.append(chosen.astype(np.int64))
+        ub_out.append(sel_ub.astype(np.int64))
     if not cls_out:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty

@@ -38,4 +38,7 @@ class Gang:
                     m.Add(total >= need * start)
                     m.Add(total <= modelled * start)
                     placed.append(total)
-            ctx.placed[job_name] = cp_model.LinearExpr.Sum(placed) if placed else 0
+            total_placed = cp_model.LinearExpr.Sum(placed) if placed else 0
+            # A start means pods are placed now, also for a job already at its minimum (elastic growth).
+            m.Add(total_placed >= start)
+            ctx.placed[job_name] = total_placed

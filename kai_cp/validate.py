@@ -1,0 +1,62 @@
+"""Independent check of a cycle's decisions against the invariants every engine must keep:
+node resources, static predicates, gang minimums, queue limits and the non-preemptible quota.
+
+It shares no code with the engines' constraint logic, so tests (and a paranoid caller) can use
+it to catch a model or greedy bug rather than repeat it.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from kai_cp.jobs import ACTIVE_ALLOCATED
+from kai_cp.queues import RESOURCES
+from kai_cp.session import Session
+from kai_cp.state import ClusterState
+
+
+def violations(state: ClusterState, session: Session) -> list[str]:
+    out: list[str] = []
+    table = state.table
+    # Node resources and predicates.
+    load = np.zeros_like(table.allocatable)
+    for p in session.placements.values():
+        vec = table.vector(p.task)
+        load[p.node] += vec
+        if not state.predicates.mask(p.task.predicate_key)[p.node] and not p.task.request.best_effort:
+            out.append(f"{p.task.key} placed on {state.nodes[p.node].name}, which fails its predicates")
+    over = load > table.free
+    for n, r in zip(*np.nonzero(over)):
+        out.append(f"node {state.nodes[n].name}: {table.resources[r]} placed {load[n, r]} > free {table.free[n, r]}")
+    # Gangs.
+    placed_jobs = {p.task.job for p in session.placements.values()}
+    for name in placed_jobs:
+        job = state.jobs[name]
+        for ps in job.podsets.values():
+            n = ps.count(ACTIVE_ALLOCATED) + sum(1 for t in ps.tasks if t.key in session.placements)
+            if n < ps.min_available:
+                out.append(f"job {name} podset {ps.name}: {n} pods < minMember {ps.min_available}")
+    # Queue limits and non-preemptible quota, at every level.
+    added: dict[str, dict[str, Fraction]] = {}
+    added_np: dict[str, dict[str, Fraction]] = {}
+    for p in session.placements.values():
+        job = state.jobs[p.task.job]
+        vec = session.queue_vector(p.task, p.node)
+        for q in state.queue_path(job.queue):
+            for r in RESOURCES:
+                added.setdefault(q.name, dict.fromkeys(RESOURCES, Fraction(0)))[r] += vec[r]
+                if not job.preemptible:
+                    added_np.setdefault(q.name, dict.fromkeys(RESOURCES, Fraction(0)))[r] += vec[r]
+    for qname, add in added.items():
+        q = state.queues[qname]
+        for r in RESOURCES:
+            if add[r] > 0 and q.limit[r] != -1 and q.allocated[r] + add[r] > max(q.limit[r], q.allocated[r]):
+                out.append(f"queue {qname}: {r} {q.allocated[r] + add[r]} over limit {q.limit[r]}")
+    for qname, add in added_np.items():
+        q = state.queues[qname]
+        for r in RESOURCES:
+            if add[r] > 0 and q.deserved[r] != -1 and q.allocated_np[r] + add[r] > max(q.deserved[r], q.allocated_np[r]):
+                out.append(f"queue {qname}: non-preemptible {r} {q.allocated_np[r] + add[r]} over quota {q.deserved[r]}")
+    return out
