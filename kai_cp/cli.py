@@ -6,6 +6,7 @@ File-level problems end with exit code 2 and one message on stderr; nothing is w
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import traceback
@@ -63,8 +64,16 @@ def _settings(args: argparse.Namespace) -> CycleSettings:
                          log=args.verbose)
 
 
+def _load(path: str):
+    loaded = load_snapshot(path)
+    # The snapshot's objects live for the whole run and hold no garbage cycles: keep the
+    # collector from rescanning them (a full scan of a 100k-pod snapshot costs ~1.5 s).
+    gc.freeze()
+    return loaded
+
+
 def _solve(args: argparse.Namespace) -> int:
-    loaded = load_snapshot(args.snapshot)
+    loaded = _load(args.snapshot)
     state = build_cluster_state(loaded)
     result = run_cycle(state, _settings(args))
     if args.verbose:
@@ -79,7 +88,7 @@ def _solve(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    loaded = load_snapshot(args.snapshot)
+    loaded = _load(args.snapshot)
     result, final = simulate(loaded, args.cycles, _settings(args))
     write_json_atomic(args.output, result)
     if args.snapshot_out:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from kai_cp.gcpause import gc_paused
 from kai_cp.greedy import GreedyResult, run_allocate
 from kai_cp.model.build import build_model
 from kai_cp.model.candidates import PAIRS_PER_SECOND
@@ -61,6 +62,10 @@ class CycleResult:
                 for p in sorted(self.session.placements.values(), key=lambda p: p.task.key) if p.pipelined]
 
     def to_json(self) -> dict:
+        with gc_paused():
+            return self._to_json()
+
+    def _to_json(self) -> dict:
         return {
             "cycle": {
                 "engine": self.engine, "status": self.status, "objective": self.objective, "bound": self.bound,
@@ -83,6 +88,11 @@ def number(v: Fraction) -> int | float:
 
 
 def run_cycle(state: ClusterState, settings: CycleSettings = CycleSettings()) -> CycleResult:
+    with gc_paused():
+        return _run(state, settings)
+
+
+def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     if settings.engine not in ENGINES:
         raise ValueError(f"unknown engine {settings.engine!r}; choose one of {', '.join(ENGINES)}")
     t0 = time.perf_counter()
@@ -97,7 +107,7 @@ def run_cycle(state: ClusterState, settings: CycleSettings = CycleSettings()) ->
     ctx = build_model(state, greedy, pair_budget=int(PAIRS_PER_SECOND * settings.time_limit))
     t_build = time.perf_counter() - t1
     greedy_objective = ctx.hinted_objective()
-    proto = ctx.model.Proto()
+    proto = ctx.model.proto
     stats.update(buildSeconds=round(t_build, 6), variables=len(proto.variables), constraints=len(proto.constraints),
                  podClasses=len(ctx.classes), greedyObjective=greedy_objective)
     if not ctx.x:

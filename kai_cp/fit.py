@@ -41,7 +41,12 @@ def spread_scores(free_col: np.ndarray, capacity_col: np.ndarray) -> np.ndarray:
 
 
 class Fitter:
-    """Vectorised fit and node choice for the tasks of one session."""
+    """Vectorised fit and node choice for the tasks of one session.
+
+    Each kind of task (request, predicates) only ever looks at the nodes that passed its static
+    predicates and could hold it at the start of the cycle: in the allocate action free capacity
+    only shrinks, so no other node can become a fit.
+    """
 
     def __init__(self, state: ClusterState, session: Session):
         self.state = state
@@ -51,6 +56,8 @@ class Fitter:
         self.gpu_capacity = np.array([n.gpu_count or n.capacity.get("gpu", 0) for n in state.nodes], dtype=np.int64)
         self.cpu_only_node = (t.allocatable[:, 2] == 0)
         self.max_alloc = t.allocatable.max(axis=0) if len(state.nodes) else np.zeros(len(t.resources), dtype=np.int64)
+        self.has = {col: np.nonzero(t.allocatable[:, col] > 0)[0] for col in (0, 2)}
+        self._subsets: dict[tuple, np.ndarray] = {}
 
     def pre_predicate_error(self, task: TaskInfo) -> str | None:
         """MaxNodePoolResources (5.3): a request larger than any single node's allocatable."""
@@ -69,71 +76,101 @@ class Fitter:
                         f"single node in the {pool} node-pool is topped at {self.max_alloc[c] / div:g} {unit}")
         return None
 
-    def candidates(self, task: TaskInfo, vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(fits on idle+releasing and passes static predicates, fits on idle) masks."""
-        s = self.session
-        need = vec > 0
-        static = self.state.predicates.mask(task.predicate_key)
-        if task.request.best_effort:
-            fits_idle = static.copy()
-            return fits_idle, fits_idle
-        free = s.idle[:, need] + s.releasing[:, need]
-        fits = static & np.all(free >= vec[need], axis=1)
-        fits_idle = fits & np.all(s.idle[:, need] >= vec[need], axis=1)
-        return fits, fits_idle
+    def subset(self, task: TaskInfo, vec: np.ndarray) -> np.ndarray:
+        best_effort = task.request.best_effort
+        key = (vec.tobytes(), task.predicate_key, best_effort)
+        sub = self._subsets.get(key)
+        if sub is None:
+            ok = self.state.predicates.mask(task.predicate_key)
+            if not best_effort:
+                need = vec > 0
+                ok = ok & np.all(self.state.table.free[:, need] >= vec[need], axis=1)
+            sub = self._subsets[key] = np.nonzero(ok)[0]
+        return sub
 
-    def scores(self, task: TaskInfo, fits_idle: np.ndarray) -> np.ndarray:
+    def choose(self, task: TaskInfo) -> tuple[int | None, bool]:
+        """KAI's node for this task: best total score among fitting nodes, ties by name. (node, pipelined)."""
+        s = self.session
+        vec = self.state.table.vector(task)
+        sub = self.subset(task, vec)
+        if len(sub) == 0:
+            return None, False
+        need = vec > 0
+        if task.request.best_effort:
+            fits = np.ones(len(sub), dtype=bool)
+            fits_idle = fits
+        else:
+            fits = np.all(s.free[sub][:, need] >= vec[need], axis=1)
+            if not fits.any():
+                return None, False
+            fits_idle = fits & np.all(s.idle[sub][:, need] >= vec[need], axis=1)
+        score = self._scores(task, sub, fits_idle)
+        score = np.where(fits, score, -np.inf)
+        i = int(np.argmax(score))
+        return int(sub[i]), not bool(fits_idle[i])
+
+    def _scores(self, task: TaskInfo, sub: np.ndarray, fits_idle: np.ndarray) -> np.ndarray:
         s = self.session
         cfg = self.state.config
         needs_gpu = task.request.needs_gpu
         col = 2 if needs_gpu else 0
-        free_col = s.idle[:, col] + s.releasing[:, col]
-        placement = cfg.gpu_placement if needs_gpu else cfg.cpu_placement
-        if placement == "spread":
-            cap = self.gpu_capacity if needs_gpu else self.alloc[:, 0]
+        free_col = s.free[sub, col]
+        has = self.alloc[sub, col] > 0
+        if cfg.gpu_placement == "spread" if needs_gpu else cfg.cpu_placement == "spread":
+            cap = self.gpu_capacity[sub] if needs_gpu else self.alloc[sub, 0]
             score = spread_scores(free_col, cap)
         else:
-            score = binpack_scores(free_col, self.alloc[:, col])
+            # binpack: min/max over every node that has the resource (spec 5.4), not only the fitting ones
+            every = self.has[col]
+            score = np.zeros(len(sub), dtype=np.float64)
+            if len(every):
+                column = s.free[every, col]
+                lo, hi = column.min(), column.max()
+                if hi > 0:
+                    score[has] = 9.0 if lo == hi else 9.0 * (1.0 - (free_col[has] - lo) / float(hi - lo))
         score = score + 100.0 * fits_idle
         if not needs_gpu:
-            score = score + 10.0 * self.cpu_only_node
+            score = score + 10.0 * self.cpu_only_node[sub]
         if task.nominated_node and task.nominated_node in self.state.table.index:
-            score[self.state.table.index[task.nominated_node]] += 1_000_000.0
+            score[sub == self.state.table.index[task.nominated_node]] += 1_000_000.0
         return score
 
-    def choose(self, task: TaskInfo) -> tuple[int | None, bool]:
-        """KAI's node for this task: best total score among fitting nodes, ties by name. (node, pipelined)."""
-        vec = self.state.table.vector(task)
-        fits, fits_idle = self.candidates(task, vec)
-        if not fits.any():
-            return None, False
-        score = self.scores(task, fits_idle)
-        score = np.where(fits, score, -np.inf)
-        i = int(np.argmax(score))
-        return i, not bool(fits_idle[i])
-
-    def still_best(self, task: TaskInfo, node: int, was_idle: bool) -> bool:
-        """Fast path for the next identical task: the node just used stays KAI's choice while it
-        still fits the same way, since filling it only raises its own binpack score."""
-        if self.state.config.gpu_placement == "spread" or self.state.config.cpu_placement == "spread":
-            return False
-        if task.nominated_node:
-            return False
-        vec = self.state.table.vector(task)
-        need = vec > 0
+    def walker(self, task: TaskInfo) -> "NodeWalker | None":
+        """KAI's node order for a run of identical tasks, computed once (binpack only)."""
+        cfg = self.state.config
+        if cfg.gpu_placement == "spread" or cfg.cpu_placement == "spread" or task.nominated_node:
+            return None
         s = self.session
-        if not self.state.predicates.mask(task.predicate_key)[node]:
-            return False
-        if was_idle:
-            return bool(np.all(s.idle[node, need] >= vec[need]))
-        return False
+        vec = self.state.table.vector(task)
+        key = (vec.tobytes(), task.predicate_key, task.request.best_effort)
+        sub = self.subset(task, vec)
+        cols = np.nonzero(vec > 0)[0]
+        if task.request.best_effort:
+            fits = np.ones(len(sub), dtype=bool)
+            fits_idle = fits
+        else:
+            fits = np.all(s.free[sub[:, None], cols] >= vec[cols], axis=1)
+            fits_idle = fits & np.all(s.idle[sub[:, None], cols] >= vec[cols], axis=1)
+            # Free capacity only shrinks in this action, except what the current attempt may roll
+            # back: nodes that fit nothing now (and were not touched by it) are dropped for good.
+            keep = fits if not s.touched else fits | np.isin(sub, np.fromiter(s.touched, dtype=np.int64))
+            if not keep.all():
+                self._subsets[key] = sub[keep]
+        sub, fits_idle = sub[fits], fits_idle[fits]
+        # Same order as sorting by KAI's total score: +100 fitting on idle, +10 CPU-only task on a
+        # CPU-only node, then binpack, which is strictly decreasing in free capacity; ties by name.
+        needs_gpu = task.request.needs_gpu
+        col = 2 if needs_gpu else 0
+        cpu_only = self.cpu_only_node[sub] if not needs_gpu else np.zeros(len(sub), dtype=bool)
+        order = np.lexsort((sub, s.free[sub, col], ~cpu_only, ~fits_idle))
+        return NodeWalker(self.session, sub[order], fits_idle[order], vec, task.request.best_effort)
 
     def failure_reasons(self, task: TaskInfo) -> Counter:
         """Per-node first failure, counted (the summary KAI prints for a task)."""
         s = self.session
         t = self.state.table
         vec = t.vector(task)
-        short = (s.idle + s.releasing) < vec
+        short = s.free < vec
         has_short = short.any(axis=1)
         first = short.argmax(axis=1)
         counts: Counter = Counter()
@@ -156,3 +193,40 @@ def summarize(counts: Counter, header: str = NO_NODES_HEADER) -> str:
         return header + "."
     parts = sorted(f"{n} {r}" for r, n in counts.items())
     return f"{header}: " + ". \n".join(parts) + "."
+
+
+class NodeWalker:
+    """Walks KAI's node order for identical tasks placed one after another.
+
+    With binpack, filling the chosen node only raises its own score and leaves the others'
+    relative order unchanged (the score is monotone in free capacity and the other nodes do not
+    change), so the order computed for the first task stays KAI's order for the next ones: the
+    head node is used while it still fits on idle resources, and a node that no longer fits at
+    all never will again in this action. When the head only fits thanks to releasing resources
+    its score drops below the idle-fitting nodes, so the walker reports itself stale and the
+    caller recomputes the order.
+    """
+
+    def __init__(self, session: Session, order: np.ndarray, idle0: np.ndarray, vec: np.ndarray, best_effort: bool):
+        self.session, self.order, self.idle0, self.vec, self.best_effort = session, order, idle0, vec, best_effort
+        self.need = vec > 0
+        self.pos = 0
+        self.stale = False
+
+    def next(self, task: TaskInfo) -> tuple[int | None, bool]:
+        s = self.session
+        need, vec = self.need, self.vec[self.need]
+        while self.pos < len(self.order):
+            n = int(self.order[self.pos])
+            if self.best_effort:
+                return n, False
+            fits = bool(np.all(s.free[n, need] >= vec))
+            if not fits:
+                self.pos += 1
+                continue
+            fits_idle = bool(np.all(s.idle[n, need] >= vec))
+            if self.idle0[self.pos] and not fits_idle:
+                self.stale = True        # re-rank: this node now only fits with releasing capacity
+                return None, False
+            return n, not fits_idle
+        return None, False

@@ -125,16 +125,18 @@ class Allocator:
         cap_err = self._task_capacity_error(job, task)
         if cap_err is not None:
             return summarize({cap_err: len(self.state.nodes)})
-        key = (task.request, task.predicate_key)
-        node, pipelined = None, False
-        if last is not None and last[0] == key and self.fitter.still_best(task, last[1], last[2]):
-            node, pipelined = last[1], False
-        else:
+        key = (task.request, task.predicate_key, task.nominated_node)
+        walker = last[1] if last is not None and last[0] == key else None
+        if walker is None:
+            walker = self.fitter.walker(task)
+        node, pipelined = walker.next(task) if walker is not None else self.fitter.choose(task)
+        if node is None and walker is not None and walker.stale:
             node, pipelined = self.fitter.choose(task)
+            walker = None
         if node is None:
             return summarize(self.fitter.failure_reasons(task))
         self.session.place(task, node, pipelined)
-        return (key, node, not pipelined)
+        return (key, walker)
 
 
 def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyResult:

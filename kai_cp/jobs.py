@@ -62,6 +62,14 @@ class PodSet:
         return sum(1 for t in self.tasks if t.status in statuses)
 
     @property
+    def active_allocated(self) -> int:
+        """Active-allocated tasks in the snapshot (fixed for the cycle, so computed once)."""
+        cached = self.__dict__.get("_active")
+        if cached is None:
+            cached = self.__dict__["_active"] = self.count(ACTIVE_ALLOCATED)
+        return cached
+
+    @property
     def pending(self) -> list[TaskInfo]:
         """Pending tasks in KAI's task order (4.3); computed once, statuses are fixed per snapshot."""
         cached = self.__dict__.get("_pending")
@@ -95,8 +103,16 @@ class JobInfo:
         """Static part of KAI's job order: priority desc, then creation, then name (spec 4.2)."""
         return (-self.priority, self.creation, self.name)
 
+    @property
+    def waiting(self) -> list[TaskInfo]:
+        """Pending and gated tasks of the snapshot, computed once."""
+        cached = self.__dict__.get("_waiting")
+        if cached is None:
+            cached = self.__dict__["_waiting"] = [t for t in self.tasks if t.status in (PENDING, GATED)]
+        return cached
+
     def has_pending(self) -> bool:
-        return any(t.status == PENDING for t in self.tasks)
+        return any(ps.pending for ps in self.podsets.values())
 
     def is_ready(self) -> bool:
         """Spec 4.5: every PodSet has enough alive, non-gated pods for its minimum."""

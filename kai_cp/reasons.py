@@ -26,7 +26,9 @@ def not_ready_message(job: JobInfo) -> str:
 def unschedulable(state: ClusterState, greedy: GreedyResult, session: Session, engine: str) -> list[dict]:
     out: list[dict] = []
     for job in sorted(state.jobs.values(), key=lambda j: j.name):
-        left = [t for t in job.tasks if t.status in (PENDING, GATED) and t.key not in session.placements]
+        if not job.notes and not job.waiting:
+            continue
+        left = [t for t in job.waiting if t.key not in session.placements]
         if not left and not job.notes:
             continue
         reasons: list[str] = list(job.problems)

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from kai_cp.jobs import ACTIVE_ALLOCATED, ALLOCATED, PIPELINED, JobInfo, TaskInfo, queue_gpu_of_accepted
+from kai_cp.jobs import ALLOCATED, PIPELINED, JobInfo, TaskInfo, queue_gpu_of_accepted
 from kai_cp.queues import RESOURCES
 from kai_cp.state import ClusterState
 
@@ -33,16 +33,18 @@ class Session:
     allocated: dict[str, dict[str, Fraction]]
     allocated_np: dict[str, dict[str, Fraction]]
     placements: dict[str, Placement] = field(default_factory=dict)     # task key -> placement
-    active: dict[tuple[str, str], int] = field(default_factory=dict)   # (job, podset) -> active-allocated
+    added: dict[tuple[str, str], int] = field(default_factory=dict)    # (job, podset) -> tasks placed this cycle
+    free: np.ndarray | None = None                                     # idle + releasing, kept in step
+    touched: set[int] = field(default_factory=set)                     # nodes placed on since the checkpoint
     _log: list[Placement] = field(default_factory=list)
 
     @classmethod
     def open(cls, state: ClusterState) -> "Session":
         t = state.table
-        active = {(j.name, ps.name): ps.count(ACTIVE_ALLOCATED) for j in state.jobs.values() for ps in j.podsets.values()}
-        return cls(state=state, idle=t.idle.copy(), releasing=t.releasing.copy(),
+        idle, releasing = t.idle.copy(), t.releasing.copy()
+        return cls(state=state, idle=idle, releasing=releasing,
                    allocated={q: dict(v.allocated) for q, v in state.queues.items()},
-                   allocated_np={q: dict(v.allocated_np) for q, v in state.queues.items()}, active=active)
+                   allocated_np={q: dict(v.allocated_np) for q, v in state.queues.items()}, free=idle + releasing)
 
     # -- queries -------------------------------------------------------------------------
     def status(self, task: TaskInfo) -> str:
@@ -52,7 +54,7 @@ class Session:
         return PIPELINED if p.pipelined else ALLOCATED
 
     def active_allocated(self, job: JobInfo, podset: str) -> int:
-        return self.active[(job.name, podset)]
+        return job.podsets[podset].active_allocated + self.added.get((job.name, podset), 0)
 
     def queue_vector(self, task: TaskInfo, node: int | None) -> dict[str, Fraction]:
         mem = self.state.nodes[node].gpu_memory if node is not None else None
@@ -68,22 +70,33 @@ class Session:
         from_rel = np.minimum(vec, np.maximum(self.releasing[node], 0)) if pipelined else np.zeros_like(vec)
         self.releasing[node] -= from_rel
         self.idle[node] -= vec - from_rel
+        self.free[node] -= vec
+        self.touched.add(node)
         p = Placement(task, node, pipelined, from_rel)
         self.placements[task.key] = p
         self._log.append(p)
-        self.active[(task.job, task.podset)] += 1
+        k = (task.job, task.podset)
+        self.added[k] = self.added.get(k, 0) + 1
         self._account(task, node, +1)
 
     def _account(self, task: TaskInfo, node: int, sign: int) -> None:
         job = self.state.jobs[task.job]
-        vec = self.queue_vector(task, node)
+        r = task.request
+        gpu = r.gpus if r.kind == "Regular" else self.queue_vector(task, node)["gpu"]
+        cpu, mem, gpu = sign * r.cpu, sign * r.memory, sign * gpu
         for q in self.state.queue_path(job.queue):
-            for r in RESOURCES:
-                self.allocated[q.name][r] += sign * vec[r]
-                if not job.preemptible:
-                    self.allocated_np[q.name][r] += sign * vec[r]
+            a = self.allocated[q.name]
+            a["cpu"] += cpu
+            a["memory"] += mem
+            a["gpu"] += gpu
+            if not job.preemptible:
+                a = self.allocated_np[q.name]
+                a["cpu"] += cpu
+                a["memory"] += mem
+                a["gpu"] += gpu
 
     def checkpoint(self) -> int:
+        self.touched = set()
         return len(self._log)
 
     def rollback(self, cp: int) -> None:
@@ -94,8 +107,9 @@ class Session:
                 vec[2] = 0
             self.releasing[p.node] += p.from_releasing
             self.idle[p.node] += vec - p.from_releasing
+            self.free[p.node] += vec
             del self.placements[p.task.key]
-            self.active[(p.task.job, p.task.podset)] -= 1
+            self.added[(p.task.job, p.task.podset)] -= 1
             self._account(p.task, p.node, -1)
 
     def convert_to_pipelined(self, job: JobInfo) -> None:

@@ -14,6 +14,7 @@ from typing import Iterable
 
 from kai_cp.config import SchedulerConfig, parse_config
 from kai_cp.errors import ObjectWarning
+from kai_cp.gcpause import gc_paused
 from kai_cp.fairshare import ShareQueue, compute_fair_share
 from kai_cp.jobs import (ACTIVE_USED, BINDING, BOUND, DEFAULT_PODSET, FAILED, GATED, PENDING, QUEUE_ALLOCATED,
                          RELEASING, RUNNING, SUCCEEDED, UNKNOWN, JobInfo, PodSet, TaskInfo, queue_gpu_of_accepted,
@@ -52,7 +53,7 @@ class ClusterState:
     def schedulable_jobs(self) -> list[JobInfo]:
         """Jobs an allocating action considers (spec 4.1): ready, pending work, existing leaf queue."""
         return [j for j in self.jobs.values()
-                if not j.problems and j.has_pending() and j.is_ready()
+                if j.waiting and not j.problems and j.has_pending() and j.is_ready()
                 and j.queue in self.queues and self.queues[j.queue].is_leaf]
 
 
@@ -169,6 +170,11 @@ def _make_job(pg, queues: dict[str, QueueInfo], prio: dict[str, int], default_pr
 
 
 def build_cluster_state(loaded: LoadedSnapshot) -> ClusterState:
+    with gc_paused():
+        return _build(loaded)
+
+
+def _build(loaded: LoadedSnapshot) -> ClusterState:
     snap = loaded.snapshot
     raw = snap.raw_objects
     cfg = parse_config(snap.config, snap.scheduler_params)
@@ -262,6 +268,8 @@ def build_cluster_state(loaded: LoadedSnapshot) -> ClusterState:
         for p in request.problems:
             job.notes.append(f"pod {task.key}: {p}")
     table.finalize_shared()
+    for job in jobs.values():
+        job.waiting  # computed once here, read by every action and the report
 
     total = _capacity(nodes, table, other_usage, cfg)
     _account_queues(queues, jobs, node_by_name)
@@ -324,20 +332,28 @@ def _account_queues(queues: dict[str, QueueInfo], jobs: dict[str, JobInfo], node
     for job in jobs.values():
         if job.queue not in queues:
             continue
-        alloc = [0, 0, Fraction(0)]
-        request = [0, 0, Fraction(0)]
+        alloc = [0, 0, 0, Fraction(0)]        # cpu, memory, whole GPUs, shared GPU fractions
+        request = [0, 0, 0, Fraction(0)]
         for t in job.tasks:
+            r = t.request
             if t.status in QUEUE_ALLOCATED:
-                node = nodes.get(t.node or "")
-                gpu = queue_gpu_of_accepted(t, node.gpu_memory if node else None)
-                for acc in (alloc, request):
-                    acc[0] += t.request.cpu
-                    acc[1] += t.request.memory
-                    acc[2] += gpu
+                accs = (alloc, request)
+                gpu = r.gpus if r.kind == "Regular" else \
+                    queue_gpu_of_accepted(t, nodes[t.node].gpu_memory if t.node in nodes else None)
             elif t.status == PENDING:
-                request[0] += t.request.cpu
-                request[1] += t.request.memory
-                request[2] += t.request.gpu_quota
+                accs = (request,)
+                gpu = r.gpus if r.kind == "Regular" else r.gpu_quota
+            else:
+                continue
+            for acc in accs:
+                acc[0] += r.cpu
+                acc[1] += r.memory
+                if isinstance(gpu, int):
+                    acc[2] += gpu
+                else:
+                    acc[3] += gpu
+        alloc = [alloc[0], alloc[1], alloc[2] + alloc[3]]
+        request = [request[0], request[1], request[2] + request[3]]
         for q in ancestors(queues, job.queue):
             for i, r in enumerate(RESOURCES):
                 q.allocated[r] += alloc[i]

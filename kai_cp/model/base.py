@@ -72,14 +72,14 @@ class ModelContext:
             self.terms.append(ObjectiveTerm(name, list(variables), [int(c) for c in coefficients]))
 
     def hint(self, var: cp_model.IntVar, value: int) -> None:
-        self.hints[var.Index()] = (var, int(value))
+        self.hints[var.index] = (var, int(value))
 
     def hinted_objective(self) -> int:
         """The objective of the greedy solution (every objective variable is hinted)."""
         total = 0
         for term in self.terms:
             for v, c in zip(term.variables, term.coefficients):
-                total += c * self.hints.get(v.Index(), (v, 0))[1]
+                total += c * self.hints.get(v.index, (v, 0))[1]
         return total
 
 

@@ -20,30 +20,35 @@ from kai_cp.state import ClusterState
 
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
 CONSTRAINTS: tuple[Concern, ...] = (NodeCapacity(), Gang(), QueueQuota())
-OBJECTIVE_LEVELS: tuple[Concern, ...] = (KeepGreedyNodes(), Placement(), Pipelining(), Utilisation(), KaiOrder())
+OBJECTIVE_LEVELS: tuple[tuple[Concern, ...], ...] = (
+    (KeepGreedyNodes(), Placement(), Pipelining()),     # soft preferences, one level
+    (Utilisation(),),
+    (KaiOrder(),),
+)
 
 
 def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | None = None,
                 constraints: tuple[Concern, ...] = CONSTRAINTS,
-                levels: tuple[Concern, ...] = OBJECTIVE_LEVELS) -> ModelContext:
+                levels: tuple[tuple[Concern, ...], ...] = OBJECTIVE_LEVELS) -> ModelContext:
     classes = build_classes(state, greedy)
     pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes, pair_budget)
     model = cp_model.CpModel()
     ctx = ModelContext(state=state, greedy=greedy, model=model, classes=classes, pair_class=pair_class,
                        pair_node=pair_node, pair_ub=pair_ub, free=state.table.free, idle=state.table.idle)
-    ctx.x = [model.NewBoolVar("") if ub == 1 else model.NewIntVar(0, int(ub), "") for ub in pair_ub.tolist()]
+    ctx.x = [model.new_bool_var("") if ub == 1 else model.new_int_var(0, int(ub), "") for ub in pair_ub.tolist()]
     for concern in constraints:
         concern.contribute(ctx)
-    for concern in levels:
-        concern.contribute(ctx)
+    for level in levels:
+        ctx.levels.open_level()
+        for concern in level:
+            concern.contribute(ctx)
     if ctx.levels.max_so_far > SAFE_OBJECTIVE:
-        # Too many levels to stay exact: drop the placement preference, the least important.
-        ctx.terms = [t for t in ctx.terms if t.name != "placement"]
+        raise OverflowError(f"objective range {ctx.levels.max_so_far} is not exact in a double")
     _hint(ctx)
     variables = [v for t in ctx.terms for v in t.variables]
     coefficients = [c for t in ctx.terms for c in t.coefficients]
     if variables:
-        model.Maximize(cp_model.LinearExpr.WeightedSum(variables, coefficients))
+        model.maximize(cp_model.LinearExpr.weighted_sum(variables, coefficients))
     return ctx
 
 
@@ -55,4 +60,4 @@ def _hint(ctx: ModelContext) -> None:
     for job, var in ctx.starts.items():
         ctx.hint(var, 1 if job in started else 0)
     for var, value in ctx.hints.values():
-        ctx.model.AddHint(var, value)
+        ctx.model.add_hint(var, value)

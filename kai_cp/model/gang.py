@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from kai_cp.jobs import ACTIVE_ALLOCATED
 from kai_cp.model.base import ModelContext
 
 
@@ -23,22 +22,22 @@ class Gang:
             pairs_of.setdefault(c, []).append(i)
         for job_name, podsets in by_job.items():
             job = ctx.state.jobs[job_name]
-            start = m.NewBoolVar(f"start[{job_name}]")
+            start = m.new_bool_var(f"start[{job_name}]")
             ctx.starts[job_name] = start
             placed = []
             for ps in job.podsets.values():
                 pairs = [p for c in podsets.get(ps.name, []) for p in pairs_of.get(c, [])]
                 modelled = sum(ctx.classes[c].size for c in podsets.get(ps.name, []))
-                need = max(0, ps.min_available - ps.count(ACTIVE_ALLOCATED))
-                total = cp_model.LinearExpr.Sum([ctx.x[p] for p in pairs]) if pairs else 0
+                need = max(0, ps.min_available - ps.active_allocated)
+                total = cp_model.LinearExpr.sum([ctx.x[p] for p in pairs]) if pairs else 0
                 if need > modelled or (need > 0 and not pairs):
-                    m.Add(start == 0)
+                    m.add(start == 0)
                     continue
                 if pairs:
-                    m.Add(total >= need * start)
-                    m.Add(total <= modelled * start)
+                    m.add(total >= need * start)
+                    m.add(total <= modelled * start)
                     placed.append(total)
-            total_placed = cp_model.LinearExpr.Sum(placed) if placed else 0
+            total_placed = cp_model.LinearExpr.sum(placed) if placed else 0
             # A start means pods are placed now, also for a job already at its minimum (elastic growth).
-            m.Add(total_placed >= start)
+            m.add(total_placed >= start)
             ctx.placed[job_name] = total_placed

@@ -29,5 +29,5 @@ class NodeCapacity:
             for r in np.nonzero(load > ctx.free[n])[0]:
                 coeffs = vecs[idx, r]
                 nz = coeffs > 0
-                ctx.model.Add(cp_model.LinearExpr.WeightedSum([ctx.x[i] for i in idx[nz]], coeffs[nz].tolist())
+                ctx.model.add(cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx[nz]], coeffs[nz].tolist())
                               <= int(ctx.free[n, r]))

@@ -5,12 +5,16 @@ job order (priority, gang state, creation time). Every job it starts stays start
 (a constraint, so kai-cp never places fewer of the jobs KAI favours); the model may move their
 pods to make room. Jobs greedy gave up on are worth a start each, more for earlier ones in
 KAI's order: any additional job is worth more than all utilisation, and among the same number
-of additional jobs the ones KAI ranks first are preferred.
+of additional jobs the ones KAI ranks first are preferred (in eight bands of KAI's order, so
+weights stay small: 8..15 times the level's scale).
 """
 
 from __future__ import annotations
 
 from kai_cp.model.base import ModelContext
+
+
+BASE, BANDS = 8, 8   # every weight in [8, 15]: two extra jobs always outweigh one
 
 
 class KaiOrder:
@@ -21,9 +25,9 @@ class KaiOrder:
         others = [j for j in ctx.greedy.order if j in ctx.starts and j not in started]
         for j in ctx.greedy.order:
             if j in started and j in ctx.starts:
-                ctx.model.Add(ctx.starts[j] == 1)
+                ctx.model.add(ctx.starts[j] == 1)
         n = len(others)
         scale = ctx.levels.scale
-        weights = [scale * (2 * n - rank) for rank in range(n)]
+        weights = [scale * (BASE + (BANDS - 1) - (BANDS * rank) // max(n, 1)) for rank in range(n)]
         ctx.add_term(self.name, [ctx.starts[j] for j in others], weights)
         ctx.levels.added(sum(weights))

@@ -10,6 +10,9 @@ from ortools.sat.python import cp_model
 from kai_cp.model.base import ModelContext
 
 
+PENALTY = 30    # per node that has to wait for releasing resources
+
+
 class Pipelining:
     name = "pipeline"
 
@@ -23,17 +26,17 @@ class Pipelining:
         session = ctx.greedy.session
         for n in nodes:
             idx = np.nonzero(ctx.pair_node == n)[0]
-            b = ctx.model.NewBoolVar(f"pipeline[{n}]")
+            b = ctx.model.new_bool_var(f"pipeline[{n}]")
             for r in np.nonzero(releasing[n] > 0)[0]:
                 coeffs = vecs[idx, r]
                 nz = coeffs > 0
                 if not nz.any():
                     continue
-                expr = cp_model.LinearExpr.WeightedSum([ctx.x[i] for i in idx[nz]], coeffs[nz].tolist())
-                ctx.model.Add(expr <= int(ctx.idle[n, r]) + int(releasing[n, r]) * b)
+                expr = cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx[nz]], coeffs[nz].tolist())
+                ctx.model.add(expr <= int(ctx.idle[n, r]) + int(releasing[n, r]) * b)
             greedy_pipelined = any(p.node == n and p.pipelined for p in session.placements.values())
             ctx.hint(b, 1 if greedy_pipelined else 0)
             uses.append(b)
-            weights.append(-ctx.levels.scale)
+            weights.append(-PENALTY * ctx.levels.scale)
         ctx.add_term(self.name, uses, weights)
-        ctx.levels.added(len(uses) * ctx.levels.scale)   # its range, so higher levels dominate it
+        ctx.levels.added(len(uses) * PENALTY * ctx.levels.scale)   # its range, so higher levels dominate it

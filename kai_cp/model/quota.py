@@ -60,4 +60,4 @@ class QueueQuota:
                 coeffs.append(amount)
         if worst <= room:
             return                    # cannot be exceeded: no constraint needed
-        ctx.model.Add(cp_model.LinearExpr.WeightedSum(variables, coeffs) <= room)
+        ctx.model.add(cp_model.LinearExpr.weighted_sum(variables, coeffs) <= room)

@@ -42,6 +42,7 @@ def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool =
     p.num_workers = max(1, workers)
     p.random_seed = seed
     p.interleave_search = p.num_workers > 1
+    p.interleave_batch_size = p.num_workers   # larger batches wait for the slowest subsolver
     p.max_time_in_seconds = budget
     p.max_deterministic_time = budget
     # Presolve is what overruns short deadlines on these models (full presolve took ~0.7 s on
@@ -58,16 +59,16 @@ def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool =
     lines: list[str] = []
     if log:
         solver.log_callback = lines.append
-    guard = threading.Timer(budget, solver.StopSearch)
+    guard = threading.Timer(budget, solver.stop_search)
     guard.daemon = True
     guard.start()
     try:
-        status = solver.Solve(ctx.model)
+        status = solver.solve(ctx.model)
     finally:
         guard.cancel()
     wall = time.perf_counter() - t0
     name = STATUS.get(status, str(status))
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        counts = np.array([solver.Value(v) for v in ctx.x], dtype=np.int64)
-        return SolveOutcome(name, solver.ObjectiveValue(), solver.BestObjectiveBound(), counts, wall, "\n".join(lines))
+        counts = np.array([solver.value(v) for v in ctx.x], dtype=np.int64)
+        return SolveOutcome(name, solver.objective_value, solver.best_objective_bound, counts, wall, "\n".join(lines))
     return SolveOutcome(name, None, None, None, wall, "\n".join(lines))

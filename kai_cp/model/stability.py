@@ -7,6 +7,9 @@ from __future__ import annotations
 from kai_cp.model.base import ModelContext
 
 
+WEIGHT = 20     # per pod; above any placement-score difference (0..10), below a pipelining penalty
+
+
 class KeepGreedyNodes:
     name = "stability"
 
@@ -21,5 +24,5 @@ class KeepGreedyNodes:
                 used[i] = used.get(i, 0) + 1
         pairs = sorted(used)
         ctx.greedy_counts = used
-        ctx.add_term(self.name, [ctx.x[i] for i in pairs], [ctx.levels.scale] * len(pairs))
-        ctx.levels.added(sum(int(ctx.pair_ub[i]) for i in pairs) * ctx.levels.scale)
+        ctx.add_term(self.name, [ctx.x[i] for i in pairs], [WEIGHT * ctx.levels.scale] * len(pairs))
+        ctx.levels.added(sum(int(ctx.pair_ub[i]) for i in pairs) * WEIGHT * ctx.levels.scale)

@@ -18,7 +18,7 @@ class Utilisation:
         gpus = [ctx.classes[c].gpus for c in ctx.pair_class.tolist()]
         greedy_gpus = sum(g * ctx.greedy_counts.get(i, 0) for i, g in enumerate(gpus))
         # Never strand more GPUs than greedy: extra gangs may not cost GPUs already placed.
-        ctx.model.Add(cp_model.LinearExpr.WeightedSum(ctx.x, gpus) >= greedy_gpus)
+        ctx.model.add(cp_model.LinearExpr.weighted_sum(ctx.x, gpus) >= greedy_gpus)
         scale = ctx.levels.scale
         ctx.add_term(self.name, ctx.x, [w * scale for w in per_pod])
         ctx.levels.added(sum(c.size * (1 + c.gpus) for c in ctx.classes) * scale)
