@@ -23,6 +23,7 @@ ENGINES = ("cp-sat", "greedy")
 DEFAULT_TIME_LIMIT = 1.0
 DEFAULT_SEED = 0
 DEFAULT_WORKERS = 2
+DETERMINISTIC_SHARE = 0.25   # CP-SAT deterministic time per second of time limit (ends the search reproducibly)
 DECODE_RESERVE = 0.08         # seconds kept back from the solver for decoding and output
 
 
@@ -114,7 +115,8 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         return CycleResult(state, greedy.session, greedy, "cp-sat", "OPTIMAL", float(greedy_objective),
                            float(greedy_objective), time.perf_counter() - t0, settings, {**stats, "solveSeconds": 0.0})
     budget = settings.time_limit - (time.perf_counter() - t0) - DECODE_RESERVE
-    outcome = solve(ctx, budget, settings.seed, settings.workers, settings.log)
+    outcome = solve(ctx, budget, settings.seed, settings.workers, settings.log,
+                    deterministic_limit=settings.time_limit * DETERMINISTIC_SHARE)
     stats["solveSeconds"] = round(outcome.wall_seconds, 6)
     stats["solverStatus"] = outcome.status
     if outcome.counts is None or outcome.objective is None or outcome.objective < greedy_objective:

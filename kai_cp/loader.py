@@ -7,11 +7,20 @@ Two failure levels (interfaces.md section 4):
   as unschedulable. One bad object never prevents loading the others, as in a cluster.
 
 The format is chosen by content (ZIP magic bytes), never by file name.
+
+Speed: a 10,000-node snapshot is ~250 MB of JSON and ~5 million Python objects. The cyclic
+garbage collector is paused while loading (it would otherwise rescan the growing heap
+hundreds of times: 3-5x the whole load), and after a big load the loaded objects are
+moved to the collector's permanent generation (`gc.freeze()`), so later collections do
+not rescan them either. They are still freed by reference counting when dropped; the
+loaded objects hold no reference cycles. See bench/bench_load.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import gc
 import io
 import json
 import os
@@ -19,7 +28,7 @@ import re
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, Iterator, Optional, Union
 
 from pydantic import ValidationError
 
@@ -47,6 +56,27 @@ _MAX_WARNINGS_PER_OBJECT = 5
 _TOP_LEVEL_KEYS = {"config", "schedulerParams", "rawObjects", "discovery"}
 _KINDS_BY_KEY = {info.key: info for info in RAW_OBJECT_KINDS}
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Freeze what a load created when it allocated more than this many (net) objects; below
+# it, the collector's next young-generation pass over them is cheap.
+_FREEZE_MIN_OBJECTS = 100_000
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC for the body; on success, freeze a big load's objects.
+
+    Nested uses (load_snapshot -> load_snapshot_bytes -> load_snapshot_dict) are no-ops;
+    so is the whole thing when the caller has disabled the collector itself."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+        if gc.get_count()[0] >= _FREEZE_MIN_OBJECTS:
+            gc.freeze()
+    finally:
+        gc.enable()
 
 
 @dataclass
@@ -73,11 +103,17 @@ def load_snapshot(path: PathLike) -> LoadedSnapshot:
             data = f.read()
     except OSError as exc:
         raise SnapshotError(name, f"cannot read file: {exc.strerror or exc}") from None
-    return load_snapshot_bytes(data, name)
+    with _gc_paused():
+        return load_snapshot_bytes(data, name)
 
 
 def load_snapshot_bytes(data: bytes, name: str) -> LoadedSnapshot:
     """Load a snapshot from bytes; `name` is used in messages. Raises SnapshotError."""
+    with _gc_paused():
+        return _load_bytes(data, name)
+
+
+def _load_bytes(data: bytes, name: str) -> LoadedSnapshot:
     if not data or data.isspace():
         raise SnapshotError(name, "file is empty")
     if data[:4] in _ZIP_MAGICS:
@@ -87,7 +123,7 @@ def load_snapshot_bytes(data: bytes, name: str) -> LoadedSnapshot:
         if data[:2] == b"\x1f\x8b":
             raise SnapshotError(name, "is gzip-compressed; expected JSON or a ZIP archive")
         payload, where = data, name
-    return load_snapshot_dict(_parse_json(payload, where), name)
+    return _load_dict(_parse_json(payload, where), name)
 
 
 def _read_zip_member(data: bytes, name: str) -> bytes:
@@ -188,6 +224,11 @@ def _json_type(value: Any) -> str:
 def load_snapshot_dict(doc: Any, name: str = "<dict>") -> LoadedSnapshot:
     """Validate an already-parsed snapshot document. Raises SnapshotError for a wrong
     shape; object-level problems become warnings."""
+    with _gc_paused():
+        return _load_dict(doc, name)
+
+
+def _load_dict(doc: Any, name: str) -> LoadedSnapshot:
     if not isinstance(doc, dict):
         raise SnapshotError(
             name,
@@ -248,45 +289,62 @@ def _load_list(
     warnings: list[ObjectWarning],
     invalid: list[dict[str, Any]],
 ) -> list[Any]:
-    """Validate each object on its own; drop (and report) the ones that fail."""
+    """Validate each object on its own; drop (and report) the ones that fail.
+
+    The hot loop of loading (one pass per object): the object's name for messages is
+    only worked out when there is something to report."""
+    if info.model is None:
+        out = [obj for obj in items if isinstance(obj, dict)]
+        if len(out) != len(items):
+            for index, obj in enumerate(items):
+                if not isinstance(obj, dict):
+                    warnings.append(_not_an_object(info, index, obj))
+        return out
+    validate = info.model.__pydantic_validator__.validate_python
+    expected_kind = info.kind
     out: list[Any] = []
     seen: set[tuple[str, str]] = set()
     for index, obj in enumerate(items):
         if not isinstance(obj, dict):
+            warnings.append(_not_an_object(info, index, obj))
+            continue
+        kind = obj.get("kind")
+        if kind and kind != expected_kind and isinstance(kind, str):
             warnings.append(
                 ObjectWarning(
-                    f"{info.kind}/rawObjects.{info.key}[{index}]",
-                    "",
-                    f"expected an object, got {_json_type(obj)}",
+                    _identify(info, obj, index),
+                    "kind",
+                    f"kind {kind!r} in rawObjects.{info.key}, expected {expected_kind}",
                 )
-            )
-            continue
-        if info.model is None:
-            out.append(obj)
-            continue
-        ident = _identify(info, obj, index)
-        kind = obj.get("kind")
-        if isinstance(kind, str) and kind and kind != info.kind:
-            warnings.append(
-                ObjectWarning(ident, "kind", f"kind {kind!r} in rawObjects.{info.key}, expected {info.kind}")
             )
             invalid.append(obj)
             continue
         try:
-            model: KubeObject = info.model.model_validate(obj, by_alias=True, by_name=False)
+            model: KubeObject = validate(obj, by_alias=True, by_name=False)
         except ValidationError as exc:
-            warnings.extend(_validation_warnings(ident, obj, exc))
+            warnings.extend(_validation_warnings(_identify(info, obj, index), obj, exc))
             invalid.append(obj)
             continue
-        dup_key = (model.metadata.namespace or "", model.metadata.name)
+        meta = model.metadata
+        dup_key = (meta.namespace or "", meta.name)
         if dup_key in seen:
             warnings.append(
-                ObjectWarning(ident, "metadata.name", "duplicate object; the first one is used")
+                ObjectWarning(
+                    _identify(info, obj, index),
+                    "metadata.name",
+                    "duplicate object; the first one is used",
+                )
             )
             continue
         seen.add(dup_key)
         out.append(model)
     return out
+
+
+def _not_an_object(info: RawKindInfo, index: int, obj: Any) -> ObjectWarning:
+    return ObjectWarning(
+        f"{info.kind}/rawObjects.{info.key}[{index}]", "", f"expected an object, got {_json_type(obj)}"
+    )
 
 
 def _identify(info: RawKindInfo, obj: dict[str, Any], index: int) -> str:

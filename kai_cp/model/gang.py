@@ -20,6 +20,10 @@ class Gang:
         pairs_of = {}
         for i, c in enumerate(ctx.pair_class.tolist()):
             pairs_of.setdefault(c, []).append(i)
+        for c in ctx.classes:
+            pairs = pairs_of.get(c.index, [])
+            if pairs and int(ctx.pair_ub[pairs].sum()) > c.size:
+                m.add(cp_model.LinearExpr.sum([ctx.x[p] for p in pairs]) <= c.size)   # a class has only so many pods
         for job_name, podsets in by_job.items():
             job = ctx.state.jobs[job_name]
             start = m.new_bool_var(f"start[{job_name}]")

@@ -33,7 +33,11 @@ class SolveOutcome:
     log: str = ""
 
 
-def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool = False) -> SolveOutcome:
+def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool = False,
+          deterministic_limit: float | None = None) -> SolveOutcome:
+    """Solve within `budget` wall seconds. `deterministic_limit` (CP-SAT deterministic time,
+    fixed by the caller from its settings, never from the clock) is what normally ends the
+    search, so the answer does not depend on machine speed; the wall limit is the guard."""
     t0 = time.perf_counter()
     if budget <= 0.01:
         return SolveOutcome("UNKNOWN", None, None, None, 0.0)
@@ -44,7 +48,7 @@ def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool =
     p.interleave_search = p.num_workers > 1
     p.interleave_batch_size = p.num_workers   # larger batches wait for the slowest subsolver
     p.max_time_in_seconds = budget
-    p.max_deterministic_time = budget
+    p.max_deterministic_time = deterministic_limit if deterministic_limit is not None else budget
     # Presolve is what overruns short deadlines on these models (full presolve took ~0.7 s on
     # 14k variables before the hint was even loaded): keep it to one light pass, and skip it
     # on large models so the complete greedy hint is a solution from the first instant.
