@@ -248,8 +248,8 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
         if status in ACTIVE_USED and node in node_by_name:
             table.add_task(task)
             other_usage.append(task)
-        if group is None:
-            continue
+        if group is None or task.scheduler_name != cfg.scheduler_name:
+            continue  # not ours to schedule (it may still occupy its node, counted above)
         job = jobs.get(group)
         if job is None:
             if status == PENDING and task.scheduler_name == cfg.scheduler_name:
