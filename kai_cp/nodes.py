@@ -109,17 +109,23 @@ class NodeTable:
             for r, v in n.capacity.items():
                 self.allocatable[n.index, self.col[r]] = v
         self.used = np.zeros_like(self.allocatable)
+        self._idle: np.ndarray | None = None     # derived, cached once the table is complete
+        self._free: np.ndarray | None = None
         self.releasing = np.zeros_like(self.allocatable)
         self.ready = np.array([n.not_ready_reason is None and not n.unreadable_pods for n in nodes], dtype=bool)
 
     @property
     def idle(self) -> np.ndarray:
-        return self.allocatable - self.used
+        if self._idle is None:
+            self._idle = self.allocatable - self.used
+        return self._idle
 
     @property
     def free(self) -> np.ndarray:
         """Idle plus releasing: what a pipelined task may count on."""
-        return self.idle + self.releasing
+        if self._free is None:
+            self._free = self.idle + self.releasing
+        return self._free
 
     def vector(self, task: TaskInfo) -> np.ndarray:
         """The task's request as a row over this table's columns (whole GPUs only; shared GPUs go by group)."""
@@ -133,6 +139,7 @@ class NodeTable:
 
     def add_task(self, task: TaskInfo) -> None:
         """Account an active-used task on its node (spec 1.5 and 7.3)."""
+        self._idle = self._free = None
         i = self.index[task.node]
         v = self.vector(task)
         if task.request.is_shared_gpu:
@@ -160,6 +167,7 @@ class NodeTable:
     def finalize_shared(self) -> None:
         """Each shared device in use leaves the whole-GPU pool once; one whose every user is
         releasing counts as a releasing whole GPU (spec 7.3 summary invariants)."""
+        self._idle = self._free = None
         for node in self.nodes:
             for grp in node.gpu_groups.values():
                 if grp.used > 0:
