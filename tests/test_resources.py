@@ -1,0 +1,202 @@
+"""pod_request: KAI's ResReq of a pod (spec 1.4 "Resource request of a pod"), and what the
+request means end to end (fits, best effort)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from kai_cp.resources import node_capacity, pod_request
+from models import Pod
+from snapshot_builder import container, node, pod, podgroup, snapshot, solve_doc
+
+GI = 1024 ** 3
+MI = 1024 ** 2
+
+
+def req(**kw):
+    d = pod("p", "pg", **kw)
+    p = Pod.model_validate(d, by_alias=True, by_name=False)
+    return pod_request(p.spec, p.metadata.annotations or {})
+
+
+# ----------------------------------------------------------------------- base resources
+
+
+def test_single_container_units():
+    r = req(cpu="1500m", memory="2Gi")
+    assert (r.cpu, r.memory, r.gpus, r.kind) == (1500, 2 * GI, 0, "Regular")
+
+
+def test_containers_are_summed():
+    r = req(containers=[container("a", cpu="1", memory="1Gi"), container("b", cpu="250m", memory="512Mi")])
+    assert r.cpu == 1250
+    assert r.memory == GI + 512 * MI
+
+
+def test_init_containers_are_maxed_not_summed():
+    r = req(containers=[container("a", cpu="1", memory="4Gi")],
+            init_containers=[container("i1", cpu="3", memory="1Gi"), container("i2", cpu="2", memory="2Gi")])
+    assert r.cpu == 3000          # max(1, 3, 2), not 1+3+2
+    assert r.memory == 4 * GI     # the containers' sum wins over every init container
+
+
+def test_init_container_max_is_elementwise_per_resource():
+    r = req(containers=[container("a", cpu="1"), container("b", cpu="1")],
+            init_containers=[container("i", cpu="1500m", memory="3Gi")])
+    assert r.cpu == 2000 and r.memory == 3 * GI
+
+
+def test_overhead_is_added_after_the_init_max():
+    r = req(containers=[container("a", cpu="1", memory="1Gi")],
+            init_containers=[container("i", cpu="2")],
+            overhead={"cpu": "250m", "memory": "64Mi"})
+    assert r.cpu == 2250
+    assert r.memory == GI + 64 * MI
+
+
+def test_limits_are_ignored():
+    c = {"name": "a", "image": "x", "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "8", "memory": "8Gi"}}}
+    r = req(containers=[c])
+    assert r.cpu == 1000 and r.memory == 0
+
+
+def test_whole_gpus_nvidia_and_amd():
+    assert req(gpu=2).gpus == 2
+    assert req(gpu=2).gpu_quota == 2
+    r = req(containers=[container("a", **{"amd.com/gpu": "3"})])
+    assert r.gpus == 3 and r.kind == "Regular"
+
+
+def test_extended_resources_are_milli_units():
+    r = req(containers=[container("a", cpu="1", **{"example.com/foo": "2"})])
+    assert r.scalar("example.com/foo") == 2000
+
+
+def test_mig_request_counts_g_times_k_gpus():
+    r = req(containers=[container("a", **{"nvidia.com/mig-1g.5gb": "2"})])
+    assert r.kind == "MigInstance"
+    assert r.gpu_quota == 2
+    r = req(containers=[container("a", **{"nvidia.com/mig-3g.20gb": "1"})])
+    assert r.gpu_quota == 3
+
+
+def test_node_capacity_units():
+    cap = node_capacity({"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "4", "pods": "110", "example.com/foo": "3"})
+    assert cap["cpu"] == 8000
+    assert cap["memory"] == 32 * GI
+    assert cap["nvidia.com/gpu"] == 4
+    assert cap["pods"] == 110
+    assert cap["example.com/foo"] == 3000
+
+
+# ----------------------------------------------------------------------- GPU annotations
+
+
+def test_gpu_fraction_annotation():
+    r = req(cpu="1", annotations={"gpu-fraction": "0.5"})
+    assert r.kind == "Fraction"
+    assert r.devices == 1 and r.gpu_portion == Fraction(1, 2) and r.gpus == 0
+    assert r.gpu_quota == Fraction(1, 2)
+
+
+def test_gpu_fraction_overrides_a_whole_gpu_request():
+    r = req(gpu=1, annotations={"gpu-fraction": "0.25"})
+    assert r.kind == "Fraction" and r.gpus == 0 and r.gpu_quota == Fraction(1, 4)
+
+
+def test_gpu_fraction_is_rounded_to_two_decimals_for_gpus():
+    assert req(annotations={"gpu-fraction": "0.333"}).gpu_quota == Fraction(33, 100)
+
+
+def test_gpu_fraction_one_is_accepted():
+    r = req(annotations={"gpu-fraction": "1"})
+    assert r.kind == "Fraction" and r.gpu_quota == 1
+
+
+@pytest.mark.parametrize("bad", ["0", "1.5", "-0.5", "abc"])
+def test_gpu_fraction_out_of_range_is_not_a_fraction(bad):
+    r = req(annotations={"gpu-fraction": bad})
+    assert r.kind == "Regular"
+    assert r.problems
+
+
+def test_gpu_memory_annotation():
+    r = req(annotations={"gpu-memory": "2000"})
+    assert r.kind == "GpuMemory"
+    assert r.devices == 1 and r.gpu_memory == 2000 and r.gpu_portion == 0 and r.gpus == 0
+    # demand in queue math: count * M / MinNodeGPUMemory (always 100, spec 2.2)
+    assert r.gpu_quota == 20
+
+
+def test_gpu_fraction_wins_over_gpu_memory():
+    r = req(annotations={"gpu-fraction": "0.5", "gpu-memory": "2000"})
+    assert r.kind == "Fraction" and r.gpu_memory == 0 and r.gpu_portion == Fraction(1, 2)
+
+
+def test_num_devices_with_fraction_and_memory():
+    r = req(annotations={"gpu-fraction": "0.5", "gpu-fraction-num-devices": "3"})
+    assert r.devices == 3 and r.gpu_quota == Fraction(3, 2)
+    r = req(annotations={"gpu-memory": "1000", "gpu-fraction-num-devices": "2"})
+    assert r.devices == 2 and r.gpu_memory == 1000
+
+
+def test_num_devices_alone_is_ignored():
+    r = req(gpu=1, annotations={"gpu-fraction-num-devices": "3"})
+    assert r.kind == "Regular" and r.gpus == 1 and r.gpu_quota == 1
+
+
+# ----------------------------------------------------------------------- best effort
+
+
+@pytest.mark.parametrize("kw,expected", [
+    (dict(cpu=None, memory=None), True),
+    (dict(cpu="5m", memory="9Mi"), True),
+    (dict(cpu="10m", memory=None), False),
+    (dict(cpu=None, memory="10Mi"), False),
+    (dict(cpu="1m", memory=None, gpu=1), False),
+    (dict(cpu=None, memory=None, annotations={"gpu-memory": "100"}), False),
+    (dict(cpu=None, memory=None, annotations={"gpu-fraction": "0.5"}), False),
+    (dict(containers=[container("a", **{"example.com/foo": "9m"})]), True),
+    (dict(containers=[container("a", **{"example.com/foo": "1"})]), False),
+    (dict(containers=[container("a", **{"ephemeral-storage": "1Gi"})]), False),
+])
+def test_best_effort(kw, expected):
+    assert req(**kw).best_effort is expected
+
+
+def test_best_effort_pod_fits_a_full_node():
+    """A best-effort pod fits everywhere (spec 1.4), even on a node whose CPU is all used."""
+    doc = snapshot([node("n1", cpu="1", memory="1Gi")], None,
+                   [podgroup("run"), podgroup("be")],
+                   [pod("r", "run", cpu="1", memory="1Gi", phase="Running", node="n1"),
+                    pod("b", "be", cpu=None, memory=None)])
+    out = solve_doc(doc)
+    assert [b["pod"] for b in out["binds"]] == ["default/b"]
+
+
+def test_request_sum_decides_fit_end_to_end():
+    """Two 1-CPU containers do not fit a 1.5-CPU node; one 1-CPU container does."""
+    doc = snapshot([node("n1", cpu="1500m")], None, [podgroup("two"), podgroup("one")],
+                   [pod("a", "two", containers=[container("x", cpu="1"), container("y", cpu="1")]),
+                    pod("b", "one", cpu="1")])
+    out = solve_doc(doc)
+    assert [b["pod"] for b in out["binds"]] == ["default/b"]
+    assert [u["podGroup"] for u in out["unschedulable"]] == ["two"]
+
+
+def test_init_container_decides_fit_end_to_end():
+    doc = snapshot([node("n1", cpu="2")], None, [podgroup("j")],
+                   [pod("a", "j", cpu="1", init_containers=[container("i", cpu="3")])])
+    out = solve_doc(doc)
+    assert out["binds"] == []
+    assert [u["podGroup"] for u in out["unschedulable"]] == ["j"]
+
+
+@pytest.mark.xfail(reason="PodRequest.best_effort treats every shared-GPU request as non-empty; KAI's "
+                   "GpuResourceRequirement.IsEmpty (spec 1.4) counts a gpu-fraction <= 0.01 as no GPU", strict=True)
+def test_tiny_gpu_fraction_is_best_effort():
+    """Spec 1.4: best effort when ... GPUs <= 0.01 and not a GPU-memory request; a 0.01
+    fraction is 0.01 GPUs."""
+    assert req(cpu=None, memory=None, annotations={"gpu-fraction": "0.01"}).best_effort is True
