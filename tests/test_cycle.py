@@ -1,0 +1,366 @@
+"""Targeted behaviour of one cycle on small hand-written snapshots, for both engines.
+
+Why: each test pins one rule of KAI's allocate action that users see directly -- gangs are all
+or nothing, elastic pods fill spare room, queue limits and the non-preemptible quota block with
+a reason that names the queue, priority and fair share decide contended capacity, a snapshot
+without the allocate action places nothing -- plus the output contract (engine name, fairShare
+of every queue) and the one place kai-cp is meant to beat KAI: a fragmented cluster where KAI's
+greedy binpack strands GPUs and the CP-SAT model repacks to place strictly more.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import clustergen as cg  # noqa: E402
+
+from kai_cp.cli import main  # noqa: E402
+from kai_cp.cycle import CycleResult, CycleSettings, run_cycle  # noqa: E402
+from kai_cp.loader import load_snapshot_dict  # noqa: E402
+from kai_cp.state import build_cluster_state  # noqa: E402
+from kai_cp.validate import violations  # noqa: E402
+
+ENGINES = ["cp-sat", "greedy"]
+
+
+# ------------------------------------------------------------------------------------------------
+# a tiny builder
+# ------------------------------------------------------------------------------------------------
+
+class Cluster:
+    """Nodes, queues and jobs in a few lines; `doc()` is the snapshot document."""
+
+    def __init__(self, config: dict | None = None):
+        self.nodes: list[dict] = []
+        self.queues: list[dict] = []
+        self.pods: list[dict] = []
+        self.groups: list[dict] = []
+        self.config = config
+        self._t = 0
+
+    def node(self, name: str, gpus: int = 8, **kw: Any) -> "Cluster":
+        self.nodes.append(cg.node(name, gpus=gpus, **kw))
+        return self
+
+    def queue(self, name: str, parent: str | None = None, gpu: tuple = (-1, -1, 1), **kw: Any) -> "Cluster":
+        self.queues.append(cg.queue(name, parent, gpu=cg.resource(*gpu), created=-86400 + len(self.queues), **kw))
+        return self
+
+    def job(self, name: str, queue: str, pods: int = 1, gpus: int = 1, min_member: int | None = None,
+            running_on: list[str] | None = None, priority_class: str | None = "train",
+            preemptibility: str | None = None, deleting: bool = False, **pod_kw: Any) -> "Cluster":
+        """`pods` pending pods (or running on `running_on`, one node per pod); created in call order."""
+        self._t += 10
+        created = -3600 + self._t
+        self.groups.append(cg.pod_group(name, queue, min_member=pods if min_member is None else min_member,
+                                        priority_class=priority_class, preemptibility=preemptibility,
+                                        created=created))
+        for i in range(pods):
+            node_name = running_on[i] if running_on else None
+            self.pods.append(cg.pod(f"{name}-{i}", name, gpus=gpus, queue_name=queue, created=created + 1 + i,
+                                    phase="Running" if node_name else "Pending", node_name=node_name,
+                                    deleting=deleting, **pod_kw))
+        return self
+
+    def doc(self) -> dict[str, Any]:
+        return cg.snapshot(self.nodes, self.queues, self.pods, self.groups, config=self.config)
+
+
+def cycle(doc: dict[str, Any], engine: str = "cp-sat", time_limit: float = 1.0) -> CycleResult:
+    res = run_cycle(build_cluster_state(load_snapshot_dict(doc)), CycleSettings(engine=engine, time_limit=time_limit))
+    assert violations(res.state, res.session) == []
+    return res
+
+
+def placed(out: dict[str, Any], group: str | None = None) -> dict[str, str]:
+    return {b["pod"]: b["node"] for b in out["binds"] + out["pipelined"] if group is None or b["podGroup"] == group}
+
+
+def reasons(out: dict[str, Any], group: str) -> list[str]:
+    for u in out["unschedulable"]:
+        if u["podGroup"] == group:
+            return u["reasons"]
+    raise AssertionError(f"{group} is not reported unschedulable: {out['unschedulable']}")
+
+
+def gpus_placed(doc: dict[str, Any], out: dict[str, Any]) -> int:
+    req = {f"{p['metadata']['namespace']}/{p['metadata']['name']}":
+           int(p["spec"]["containers"][0]["resources"]["requests"].get(cg.GPU, "0")) for p in doc["rawObjects"]["pods"]}
+    return sum(req[k] for k in placed(out))
+
+
+# ------------------------------------------------------------------------------------------------
+# gangs and elastic jobs
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_incomplete_gang_is_not_placed_at_all(engine: str) -> None:
+    """3 pods x 2 GPUs need 6 GPUs; only 4 are free: none of the pods may be placed."""
+    doc = Cluster().node("n1", gpus=4).queue("q").job("gang", "q", pods=3, gpus=2).doc()
+    out = cycle(doc, engine).to_json()
+    assert placed(out) == {}
+    why = " ".join(reasons(out, "gang"))
+    assert "gang" in why and "3" in why, why
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_gang_that_fits_is_placed_whole_across_nodes(engine: str) -> None:
+    doc = Cluster().node("n1", gpus=4).node("n2", gpus=2).queue("q").job("gang", "q", pods=3, gpus=2).doc()
+    out = cycle(doc, engine).to_json()
+    assert len(placed(out, "gang")) == 3
+    assert sorted(placed(out).values()) == ["n1", "n1", "n2"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_elastic_pods_beyond_min_member_fill_the_room(engine: str) -> None:
+    """minMember 2 of 5 one-GPU pods on 4 free GPUs: the gang and 2 elastic pods are placed."""
+    doc = Cluster().node("n1", gpus=4).queue("q").job("elastic", "q", pods=5, gpus=1, min_member=2).doc()
+    out = cycle(doc, engine).to_json()
+    assert len(placed(out, "elastic")) == 4
+    assert reasons(out, "elastic")          # the fifth pod is explained
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_elastic_pods_join_a_running_job(engine: str) -> None:
+    c = Cluster().node("n1", gpus=4).queue("q")
+    c.job("elastic", "q", pods=2, gpus=1, min_member=1, running_on=["n1", "n1"])
+    c.pods.append(cg.pod("elastic-2", "elastic", gpus=1, queue_name="q"))
+    out = cycle(c.doc(), engine).to_json()
+    assert placed(out) == {"default/elastic-2": "n1"}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_sub_group_gang_needs_every_sub_group(engine: str) -> None:
+    """Sub-groups workers (min 2 x 2 GPUs) and ps (min 1 x 4 GPUs): 6 GPUs free would take
+    workers alone, but ps does not fit beside it, so nothing is placed."""
+    c = Cluster().node("n1", gpus=4).node("n2", gpus=2).queue("q")
+    c.groups.append(cg.pod_group("sg", "q", min_member=3, priority_class="train",
+                                 sub_groups=[{"name": "workers", "minMember": 2}, {"name": "ps", "minMember": 1}]))
+    c.pods += [cg.pod(f"sg-w{i}", "sg", gpus=2, queue_name="q", subgroup="workers") for i in range(2)]
+    c.pods.append(cg.pod("sg-ps", "sg", gpus=4, queue_name="q", subgroup="ps"))
+    out = cycle(c.doc(), engine).to_json()
+    assert placed(out) == {}
+    assert "gang" in " ".join(reasons(out, "sg"))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_pod_class_is_not_placed_more_often_than_it_has_pods(engine: str) -> None:
+    """Regression (found by test_invariants, crashed cp-sat with StopIteration in decode at
+    5e8dc96): gang of 3 identical CPU pods plus 1 larger one; each node alone could take all 3
+    identical pods (3 free pod slots each), and the model let the class's count over all nodes
+    exceed its 3 pods."""
+    c = Cluster().node("n0", gpus=0, cpu_m=4000, mem_b=16 * cg.GI, pods=5)
+    c.node("n1", gpus=0, cpu_m=4000, mem_b=16 * cg.GI, pods=3).queue("q")
+    c.job("run", "q", pods=2, gpus=0, cpu_m=250, running_on=["n0", "n0"])
+    c.job("small", "q", gpus=0, cpu_m=250)
+    c.job("gang", "q", pods=3, gpus=0, cpu_m=250)
+    c.groups[-1]["spec"]["minMember"] = 4
+    c.pods.append(cg.pod("gang-3", "gang", cpu_m=500, queue_name="q"))
+    res = cycle(c.doc(), engine)
+    out = res.to_json()
+    assert sorted(placed(out)) == ["default/gang-0", "default/gang-1", "default/gang-2", "default/gang-3",
+                                   "default/small-0"]
+    assert len(out["binds"]) == 5
+
+
+# ------------------------------------------------------------------------------------------------
+# queue limits and quota
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_queue_limit_blocks_a_job(engine: str) -> None:
+    doc = Cluster().node("n1", gpus=8).queue("capped", gpu=(2, 3, 1)).job("big", "capped", gpus=4).doc()
+    out = cycle(doc, engine).to_json()
+    assert placed(out) == {}
+    why = " ".join(reasons(out, "big"))
+    assert "capped" in why and "limit" in why, why
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_parent_queue_limit_blocks_a_job(engine: str) -> None:
+    c = Cluster().node("n1", gpus=8).queue("dept", gpu=(4, 4, 1)).queue("proj", parent="dept", gpu=(-1, -1, 1))
+    c.job("first", "proj", gpus=3).job("second", "proj", gpus=3)
+    out = cycle(c.doc(), engine).to_json()
+    assert set(placed(out)) == {"default/first-0"}
+    why = " ".join(reasons(out, "second"))
+    assert "dept" in why and "limit" in why, why
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_non_preemptible_job_over_quota_is_blocked(engine: str) -> None:
+    """Priority class build (100) is non-preemptible: it may not go over the queue's 2-GPU quota,
+    while a preemptible job of the same size may."""
+    c = Cluster().node("n1", gpus=8).queue("q", gpu=(2, -1, 1))
+    c.job("np", "q", gpus=4, priority_class="build")
+    out = cycle(c.doc(), engine).to_json()
+    assert placed(out) == {}
+    assert any("Non-preemptible" in r for r in reasons(out, "np")), reasons(out, "np")
+
+    c2 = Cluster().node("n1", gpus=8).queue("q", gpu=(2, -1, 1))
+    c2.job("pre", "q", gpus=4, priority_class="build", preemptibility="preemptible")
+    assert len(placed(cycle(c2.doc(), engine).to_json())) == 1
+
+
+# ------------------------------------------------------------------------------------------------
+# who wins contended capacity
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_higher_priority_job_wins_a_contended_node(engine: str) -> None:
+    c = Cluster().node("n1", gpus=4).queue("q")
+    c.job("low", "q", gpus=4, priority_class="train")          # older, but priority 50
+    c.job("high", "q", gpus=4, priority_class="inference")     # priority 125
+    out = cycle(c.doc(), engine).to_json()
+    assert placed(out) == {"default/high-0": "n1"}
+    assert reasons(out, "low")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_queue_under_fair_share_wins_over_one_above_it(engine: str) -> None:
+    """Queues a and b deserve 2 GPUs each; a already runs 6 of the 8, so 2 GPUs are left.
+    b is below its fair share and a above its quota: b's (younger) job gets them."""
+    c = Cluster().node("n1", gpus=8).queue("a", gpu=(2, -1, 1)).queue("b", gpu=(2, -1, 1))
+    c.job("a-running", "a", pods=3, gpus=2, running_on=["n1"] * 3)
+    c.job("a-more", "a", gpus=2)
+    c.job("b-first", "b", gpus=2)
+    out = cycle(c.doc(), engine).to_json()
+    assert placed(out) == {"default/b-first-0": "n1"}
+    fair = out["fairShare"]
+    assert fair["b"]["gpu"] >= 2 and fair["a"]["gpu"] <= 6
+
+
+# ------------------------------------------------------------------------------------------------
+# predicates and pipelining
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_unusable_nodes_are_avoided(engine: str) -> None:
+    c = (Cluster().node("a-cordoned", unschedulable=True).node("b-notready", ready="False")
+         .node("c-tainted", taints=[("dedicated", "infer", "NoSchedule")]).node("d-pool-b", labels={"pool": "b"})
+         .node("e-ok", gpus=2, labels={"pool": "a"}).queue("q"))
+    c.job("j", "q", pods=2, gpus=1, node_selector={"pool": "a"})
+    out = cycle(c.doc(), engine).to_json()
+    assert placed(out) == {"default/j-0": "e-ok", "default/j-1": "e-ok"}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_job_waits_for_releasing_capacity_as_pipelined(engine: str) -> None:
+    """The only node's 4 GPUs are held by a pod being deleted: the pending job is pipelined onto
+    it, not bound."""
+    c = Cluster().node("n1", gpus=4).queue("q")
+    c.job("leaving", "q", gpus=4, running_on=["n1"], deleting=True)
+    c.job("next", "q", gpus=4)
+    out = cycle(c.doc(), engine).to_json()
+    assert out["binds"] == []
+    assert [(p["pod"], p["node"]) for p in out["pipelined"]] == [("default/next-0", "n1")]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_gang_partly_on_releasing_capacity_is_pipelined_whole(engine: str) -> None:
+    """2 idle and 2 releasing GPUs for a 2 x 2-GPU gang: one pod could bind now, but a gang
+    that needs releasing capacity to reach its minimum waits as a whole (KAI's
+    ConvertAllAllocatedToPipelined)."""
+    c = Cluster().node("n1", gpus=4).queue("q")
+    c.job("leaving", "q", gpus=2, running_on=["n1"], deleting=True)
+    c.job("gang", "q", pods=2, gpus=2)
+    out = cycle(c.doc(), engine).to_json()
+    assert out["binds"] == []
+    assert sorted(p["pod"] for p in out["pipelined"]) == ["default/gang-0", "default/gang-1"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_selector_matching_no_node_is_explained(engine: str) -> None:
+    c = Cluster().node("n1", gpus=4).node("n2", gpus=2, labels={"zone": "x"}).queue("q")
+    c.job("j", "q", gpus=1, node_selector={"zone": "nope"})
+    out = cycle(c.doc(), engine).to_json()
+    assert placed(out) == {}
+    assert "2 node(s) didn't match Pod's node affinity/selector" in " ".join(reasons(out, "j"))
+
+
+# ------------------------------------------------------------------------------------------------
+# kai-cp places strictly more than KAI
+# ------------------------------------------------------------------------------------------------
+
+def fragmented_cluster() -> dict[str, Any]:
+    """Two 4-GPU nodes: n-a runs a 2-GPU pod (2 free), n-b a 1-GPU pod (3 free). Pending, in
+    KAI's order (same queue and priority, by creation): j1 needs 1 GPU, j2 2 GPUs, j3 2 GPUs."""
+    c = Cluster().node("n-a", gpus=4).node("n-b", gpus=4).queue("q")
+    c.job("busy-a", "q", gpus=2, running_on=["n-a"])
+    c.job("busy-b", "q", gpus=1, running_on=["n-b"])
+    c.job("j1", "q", gpus=1).job("j2", "q", gpus=2).job("j3", "q", gpus=2)
+    return c.doc()
+
+
+def test_cpsat_repacks_what_kai_greedy_strands() -> None:
+    """The improvement over KAI: KAI's greedy binpack puts j1 (1 GPU) on the fuller node n-a
+    (2 free -> 1), so j2 (2 GPUs) must take n-b (3 free -> 1) and j3 (2 GPUs) finds 1 free GPU on
+    each node: KAI places 3 GPUs and strands 2. The CP-SAT model keeps every job KAI started
+    (j1, j2) but moves j1 to n-b, which leaves 2 free GPUs on each node for j2 and j3: 5 GPUs,
+    all three jobs. kai-cp thus places strictly more than KAI on the same snapshot."""
+    doc = fragmented_cluster()
+    greedy = cycle(doc, "greedy").to_json()
+    assert placed(greedy) == {"default/j1-0": "n-a", "default/j2-0": "n-b"}, "KAI's binpack choice changed"
+    assert gpus_placed(doc, greedy) == 3
+    assert "j3" in {u["podGroup"] for u in greedy["unschedulable"]}
+
+    res = cycle(doc, "cp-sat")
+    out = res.to_json()
+    assert out["cycle"]["engine"] == "cp-sat"
+    got = placed(out)
+    assert got["default/j1-0"] == "n-b"
+    assert sorted([got["default/j2-0"], got["default/j3-0"]]) == ["n-a", "n-b"]
+    assert gpus_placed(doc, out) == 5 > gpus_placed(doc, greedy)
+    assert out["cycle"]["objective"] > out["cycle"]["greedyObjective"]
+    assert res.greedy.started_jobs == {"j1", "j2"}
+    assert all(u["podGroup"] != "j3" for u in out["unschedulable"])
+
+
+# ------------------------------------------------------------------------------------------------
+# configuration and output contract
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_config_without_allocate_places_nothing(engine: str) -> None:
+    c = Cluster(config=cg.placement_config(actions="consolidation, reclaim, preempt")).node("n1").queue("q")
+    c.job("j", "q", gpus=1)
+    out = cycle(c.doc(), engine).to_json()
+    assert out["binds"] == [] and out["pipelined"] == [] and out["evictions"] == []
+    assert any("allocate" in r for r in reasons(out, "j")), reasons(out, "j")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_cli_engine_option_is_reported(engine: str, tmp_path: Path) -> None:
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps(fragmented_cluster()))
+    out_path = tmp_path / "out.json"
+    assert main(["solve", str(snap), "--engine", engine, "-o", str(out_path)]) == 0
+    out = json.loads(out_path.read_text())
+    assert out["cycle"]["engine"] == engine
+    assert out["cycle"]["status"] == ("GREEDY" if engine == "greedy" else "OPTIMAL")
+    assert len(out["binds"]) == (2 if engine == "greedy" else 3)
+
+
+def test_fair_share_is_reported_for_every_queue(tmp_path: Path) -> None:
+    c = (Cluster().node("n1", gpus=8).node("n2", gpus=4)
+         .queue("dept-a", gpu=(6, -1, 1)).queue("dept-b", gpu=(4, -1, 2))
+         .queue("a1", parent="dept-a", gpu=(4, -1, 1)).queue("a2", parent="dept-a", gpu=(2, -1, 1))
+         .queue("b1", parent="dept-b", gpu=(0, -1, 1)))
+    c.job("x", "a1", gpus=2).job("y", "b1", gpus=1)
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps(c.doc()))
+    out_path = tmp_path / "out.json"
+    assert main(["solve", str(snap), "-o", str(out_path)]) == 0
+    fair = json.loads(out_path.read_text())["fairShare"]
+    assert set(fair) == {"dept-a", "dept-b", "a1", "a2", "b1"}
+    for q, share in fair.items():
+        assert set(share) >= {"gpu", "cpu", "memory"}, q
+        assert all(isinstance(v, (int, float)) and v >= 0 for v in share.values()), (q, share)
+    assert fair["a1"]["gpu"] >= 2 and fair["b1"]["gpu"] >= 1      # what is requested and free is shared
+    assert fair["dept-a"]["gpu"] + fair["dept-b"]["gpu"] <= 12

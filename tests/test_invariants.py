@@ -1,0 +1,430 @@
+"""Invariants of one scheduling cycle, on generated clusters, for both engines.
+
+Why: each engine (KAI's greedy allocate and the CP-SAT model warm-started from it) must keep
+the rules a real cluster relies on, whatever the cluster looks like. The checks below read the
+raw snapshot document and the cycle's JSON decisions (interfaces.md section 2) and re-derive
+everything themselves (quantities, pod states, predicates, queue trees, priorities), sharing no
+code with the engine; kai_cp.validate.violations is asserted as well, as a second opinion.
+
+Checked on every generated cluster, for `--engine greedy` and `--engine cp-sat`:
+- node capacity (cpu, memory, nvidia.com/gpu, pods): running/bound/binding/releasing pods plus
+  new binds fit allocatable, and so do non-releasing pods plus binds plus pipelined pods
+  (a pipelined pod may count on capacity that releasing pods are giving back, spec 1.5; with no
+  releasing pod on a node this is "everything placed fits allocatable");
+- every placed pod was pending with no node, is placed once, and its node is in the node pool,
+  Ready, schedulable, without pressure, matches its nodeSelector and required node affinity, and
+  has no NoSchedule/NoExecute taint it does not tolerate;
+- gangs: each PodGroup with a pod placed this cycle has at least minMember pods (per leaf
+  sub-group) allocated after the cycle;
+- queue limits and the non-preemptible quota at every level of the queue tree;
+- no evictions (allocation only); every PodGroup left with pending pods is explained;
+- cp-sat is never worse than greedy: objective >= greedy objective, every job greedy starts is
+  started, at least as many GPUs placed; and the greedy engine's decisions equal the greedy
+  baseline inside the cp-sat cycle.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections import defaultdict
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, event, given, settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from clustergen import clusters  # noqa: E402
+
+from kai_cp.cycle import CycleSettings, run_cycle  # noqa: E402
+from kai_cp.loader import load_snapshot_dict  # noqa: E402
+from kai_cp.state import build_cluster_state  # noqa: E402
+from kai_cp.validate import violations  # noqa: E402
+
+TIME_LIMIT = 0.5
+RES = ("cpu", "memory", "gpu", "pods")
+QRES = ("cpu", "memory", "gpu")
+_SUFFIX = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9,
+           "T": 10 ** 12, "m": Fraction(1, 1000)}
+PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
+
+
+# ------------------------------------------------------------------------------------------------
+# an independent reading of the raw snapshot
+# ------------------------------------------------------------------------------------------------
+
+def quantity(text: str | int | float) -> Fraction:
+    text = str(text).strip()
+    for suffix in sorted(_SUFFIX, key=len, reverse=True):
+        if text.endswith(suffix):
+            return Fraction(text[: -len(suffix)]) * _SUFFIX[suffix]
+    return Fraction(text)
+
+
+def pod_request(p: dict) -> dict[str, Fraction]:
+    """Containers summed, init containers max'ed in; cpu in millicores, memory in bytes."""
+    def one(reqs: dict) -> dict[str, Fraction]:
+        return {"cpu": quantity(reqs.get("cpu", "0")) * 1000, "memory": quantity(reqs.get("memory", "0")),
+                "gpu": quantity(reqs.get("nvidia.com/gpu", "0"))}
+    spec = p["spec"]
+    total = {"cpu": Fraction(0), "memory": Fraction(0), "gpu": Fraction(0)}
+    for c in spec.get("containers", []):
+        for k, v in one(c.get("resources", {}).get("requests", {})).items():
+            total[k] += v
+    for c in spec.get("initContainers", []) or []:
+        for k, v in one(c.get("resources", {}).get("requests", {})).items():
+            total[k] = max(total[k], v)
+    total["memory"] = Fraction(math.ceil(total["memory"]))
+    total["pods"] = Fraction(1)
+    return total
+
+
+def key(p: dict) -> str:
+    return f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}"
+
+
+class Raw:
+    """What the snapshot says, read without the engine."""
+
+    def __init__(self, doc: dict[str, Any]):
+        raw = doc["rawObjects"]
+        self.nodes = {n["metadata"]["name"]: n for n in raw["nodes"]}
+        self.pool = {name for name, n in self.nodes.items()
+                     if "kai.scheduler/node-pool" not in n["metadata"].get("labels", {})}
+        self.alloc = {name: {"cpu": quantity(n["status"]["allocatable"].get("cpu", "0")) * 1000,
+                             "memory": quantity(n["status"]["allocatable"].get("memory", "0")),
+                             "gpu": quantity(n["status"]["allocatable"].get("nvidia.com/gpu", "0")),
+                             "pods": quantity(n["status"]["allocatable"].get("pods", "0"))}
+                      for name, n in self.nodes.items()}
+        self.pods = {key(p): p for p in raw["pods"]}
+        self.request = {k: pod_request(p) for k, p in self.pods.items()}
+        binding = {(b["metadata"]["namespace"], b["spec"]["podName"]): b["spec"]["selectedNode"]
+                   for b in raw.get("bindRequests", []) if (b.get("status") or {}).get("phase") != "Failed"}
+        # state per pod: (state, node); state in pending/allocated/releasing/done
+        self.state: dict[str, tuple[str, str | None]] = {}
+        for k, p in self.pods.items():
+            phase = p.get("status", {}).get("phase", "Pending")
+            node_name = p["spec"].get("nodeName")
+            deleting = bool(p["metadata"].get("deletionTimestamp"))
+            if phase in ("Succeeded", "Failed"):
+                self.state[k] = ("done", node_name)
+            elif phase == "Running" or (phase == "Pending" and node_name):
+                self.state[k] = ("releasing" if deleting else "allocated", node_name)
+            elif (p["metadata"].get("namespace"), p["metadata"]["name"]) in binding and not deleting:
+                self.state[k] = ("allocated", binding[(p["metadata"]["namespace"], p["metadata"]["name"])])
+            else:
+                self.state[k] = ("pending", None)
+        self.groups = {g["metadata"]["name"]: g for g in raw["podGroups"]}
+        self.group_of = {k: p["metadata"].get("annotations", {}).get("pod-group-name") for k, p in self.pods.items()}
+        self.queues = {q["metadata"]["name"]: q for q in raw["queues"]}
+        self.prio = {pc["metadata"]["name"]: pc["value"] for pc in raw.get("priorityClasses", [])}
+
+    # -- queues ------------------------------------------------------------------------------
+    def queue_path(self, name: str) -> list[str]:
+        out, seen = [], set()
+        while name in self.queues and name not in seen:
+            seen.add(name)
+            out.append(name)
+            name = self.queues[name]["spec"].get("parentQueue")
+        return out
+
+    def queue_value(self, q: str, r: str, field: str) -> Fraction:
+        v = Fraction(str(self.queues[q]["spec"]["resources"][r][field]))
+        return v * 1_000_000 if r == "memory" and v != -1 else v
+
+    def non_preemptible(self, group: str) -> bool:
+        spec = self.groups[group]["spec"]
+        prio = self.prio.get(spec.get("priorityClassName"), 50) if spec.get("priorityClassName") else 50
+        mode = spec.get("preemptibility")
+        if mode == "preemptible":
+            return False
+        return mode == "non-preemptible" or prio >= 100
+
+    def queue_usage(self, extra: list[str] = ()) -> tuple[dict, dict]:
+        """(allocated, non-preemptible allocated) per queue of the tree, from allocated pods and `extra` placements."""
+        alloc: dict[str, dict[str, Fraction]] = defaultdict(lambda: dict.fromkeys(QRES, Fraction(0)))
+        alloc_np: dict[str, dict[str, Fraction]] = defaultdict(lambda: dict.fromkeys(QRES, Fraction(0)))
+        pods = [k for k, (s, _) in self.state.items() if s == "allocated"] + list(extra)
+        for k in pods:
+            g = self.group_of.get(k)
+            if g not in self.groups:
+                continue
+            q = self.groups[g]["spec"].get("queue")
+            np_ = self.non_preemptible(g)
+            for name in self.queue_path(q):
+                for r in QRES:
+                    alloc[name][r] += self.request[k][r]
+                    if np_:
+                        alloc_np[name][r] += self.request[k][r]
+        return alloc, alloc_np
+
+    # -- predicates --------------------------------------------------------------------------
+    def predicate_failure(self, pod_key: str, node_name: str) -> str | None:
+        if node_name not in self.nodes:
+            return "unknown node"
+        if node_name not in self.pool:
+            return "node of another node pool"
+        n = self.nodes[node_name]
+        spec = self.pods[pod_key]["spec"]
+        labels = n["metadata"].get("labels", {})
+        if n["spec"].get("unschedulable"):
+            return "node is cordoned"
+        conds = {c["type"]: c["status"] for c in n["status"].get("conditions", [])}
+        if conds.get("Ready") != "True":
+            return "node is not Ready"
+        if any(conds.get(c) == "True" for c in PRESSURE):
+            return "node has a pressure condition"
+        for k, v in (spec.get("nodeSelector") or {}).items():
+            if labels.get(k) != v:
+                return f"nodeSelector {k}={v}"
+        terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
+        if terms is not None and not any(self._term(t, labels) for t in terms):
+            return "required node affinity"
+        for t in n["spec"].get("taints", []) or []:
+            if t.get("effect") not in ("NoSchedule", "NoExecute"):
+                continue
+            if not any(self._tolerates(tol, t) for tol in spec.get("tolerations") or []):
+                return f"untolerated taint {t}"
+        return None
+
+    @staticmethod
+    def _term(term: dict, labels: dict[str, str]) -> bool:
+        exprs = term.get("matchExpressions") or []
+        if not exprs:
+            return False
+        for e in exprs:
+            k, op, vals = e["key"], e["operator"], e.get("values") or []
+            ok = {"In": k in labels and labels[k] in vals, "NotIn": labels.get(k) not in vals or k not in labels,
+                  "Exists": k in labels, "DoesNotExist": k not in labels}[op]
+            if not ok:
+                return False
+        return True
+
+    @staticmethod
+    def _tolerates(tol: dict, taint: dict) -> bool:
+        if tol.get("effect") and tol["effect"] != taint.get("effect"):
+            return False
+        if tol.get("operator", "Equal") == "Exists":
+            return not tol.get("key") or tol["key"] == taint.get("key")
+        return tol.get("key") == taint.get("key") and (tol.get("value") or "") == (taint.get("value") or "")
+
+    # -- gangs -------------------------------------------------------------------------------
+    def podsets(self, group: str) -> dict[str | None, int]:
+        spec = self.groups[group]["spec"]
+        subs = spec.get("subGroups") or []
+        if not subs:
+            return {None: max(1, spec.get("minMember") or 0)}
+        parents = {s.get("parent") for s in subs}
+        return {s["name"]: max(1, s.get("minMember") or 0) for s in subs if s["name"] not in parents}
+
+    def podset_of(self, pod_key: str) -> str | None:
+        g = self.group_of[pod_key]
+        if not self.groups[g]["spec"].get("subGroups"):
+            return None
+        return self.pods[pod_key]["metadata"].get("labels", {}).get("kai.scheduler/subgroup-name")
+
+
+# ------------------------------------------------------------------------------------------------
+# the checks
+# ------------------------------------------------------------------------------------------------
+
+def check_decisions(raw: Raw, out: dict[str, Any]) -> list[str]:
+    errors: list[str] = []
+    binds = {b["pod"]: b["node"] for b in out["binds"]}
+    pipelined = {b["pod"]: b["node"] for b in out["pipelined"]}
+    placed_list = [b["pod"] for b in out["binds"]] + [b["pod"] for b in out["pipelined"]]
+    if len(placed_list) != len(set(placed_list)):
+        errors.append(f"a pod is placed twice: {sorted(placed_list)}")
+    placed = {**binds, **pipelined}
+    if out["evictions"]:
+        errors.append(f"evictions in an allocation-only cycle: {out['evictions']}")
+
+    # Placed pods: pending before, predicates hold.
+    for k, n in placed.items():
+        if k not in raw.pods:
+            errors.append(f"{k}: placed but not in the snapshot")
+            continue
+        if raw.state[k][0] != "pending":
+            errors.append(f"{k}: placed on {n} but it was {raw.state[k]} already")
+        why = raw.predicate_failure(k, n)
+        if why:
+            errors.append(f"{k} placed on {n}: {why}")
+        if raw.pods[k]["spec"].get("schedulingGates"):
+            errors.append(f"{k}: placed but it has scheduling gates")
+        if raw.pods[k]["spec"].get("schedulerName") != "kai-scheduler":
+            errors.append(f"{k}: placed but it is not a kai-scheduler pod")
+
+    # Node capacity.
+    zero = dict.fromkeys(RES, Fraction(0))
+    used_all = defaultdict(lambda: dict(zero))
+    used_live = defaultdict(lambda: dict(zero))
+    for k, (s, n) in raw.state.items():
+        if s in ("allocated", "releasing") and n:
+            for r in RES:
+                used_all[n][r] += raw.request[k][r]
+                if s == "allocated":
+                    used_live[n][r] += raw.request[k][r]
+    for k, n in placed.items():
+        if k not in raw.pods:
+            continue
+        for r in RES:
+            if k in binds:
+                used_all[n][r] += raw.request[k][r]
+            used_live[n][r] += raw.request[k][r]
+    for n in set(placed.values()):
+        if n not in raw.alloc:
+            continue
+        for r in RES:
+            if used_all[n][r] > raw.alloc[n][r]:
+                errors.append(f"node {n}: {r} of running, releasing and bound pods {used_all[n][r]} > "
+                              f"allocatable {raw.alloc[n][r]}")
+            if used_live[n][r] > raw.alloc[n][r]:
+                errors.append(f"node {n}: {r} of running, bound and pipelined pods {used_live[n][r]} > "
+                              f"allocatable {raw.alloc[n][r]}")
+
+    # Gangs.
+    for g in {raw.group_of[k] for k in placed if k in raw.pods}:
+        if g not in raw.groups:
+            errors.append(f"pod of PodGroup {g!r}, which does not exist, was placed")
+            continue
+        sets = raw.podsets(g)
+        count = dict.fromkeys(sets, 0)
+        for k, grp in raw.group_of.items():
+            if grp != g:
+                continue
+            ps = raw.podset_of(k)
+            if ps not in count:
+                if k in placed:
+                    errors.append(f"{k} placed but belongs to no leaf sub-group of {g}")
+                continue
+            if raw.state[k][0] == "allocated" or k in placed:
+                count[ps] += 1
+        for ps, need in sets.items():
+            if count[ps] < need:
+                errors.append(f"gang {g} podset {ps}: {count[ps]} pods allocated after the cycle < minMember {need}")
+        q = raw.groups[g]["spec"].get("queue")
+        if q not in raw.queues or any(raw.queues[c]["spec"].get("parentQueue") == q for c in raw.queues):
+            errors.append(f"job {g} of queue {q!r}, which is missing or not a leaf, was placed")
+
+    # Queue limits and the non-preemptible quota at every level.
+    before, before_np = raw.queue_usage()
+    after, after_np = raw.queue_usage(extra=[k for k in placed if k in raw.pods])
+    for q in raw.queues:
+        for r in QRES:
+            added = after[q][r] - before[q][r]
+            limit = raw.queue_value(q, r, "limit")
+            if added > 0 and limit != -1 and after[q][r] > max(limit, before[q][r]):
+                errors.append(f"queue {q}: {r} allocated {before[q][r]} -> {after[q][r]} over limit {limit}")
+            added_np = after_np[q][r] - before_np[q][r]
+            quota = raw.queue_value(q, r, "quota")
+            if added_np > 0 and quota != -1 and after_np[q][r] > max(quota, before_np[q][r]):
+                errors.append(f"queue {q}: non-preemptible {r} {before_np[q][r]} -> {after_np[q][r]} "
+                              f"over quota {quota}")
+
+    # Every PodGroup left with pending pods is explained.
+    explained = {u["podGroup"]: u["reasons"] for u in out["unschedulable"]}
+    for g in raw.groups:
+        left = [k for k, grp in raw.group_of.items() if grp == g and raw.state[k][0] == "pending" and k not in placed]
+        if left and not explained.get(g):
+            errors.append(f"PodGroup {g} keeps pending pods {left} but has no unschedulable reason")
+    return errors
+
+
+def placed_gpus(raw: Raw, out: dict[str, Any]) -> Fraction:
+    return sum((raw.request[b["pod"]]["gpu"] for b in out["binds"] + out["pipelined"]), Fraction(0))
+
+
+def run(doc: dict[str, Any], engine: str):
+    state = build_cluster_state(load_snapshot_dict(doc))
+    return run_cycle(state, CycleSettings(engine=engine, time_limit=TIME_LIMIT, seed=0, workers=2))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=clusters())
+def test_cycle_invariants_hold_for_both_engines(doc: dict[str, Any]) -> None:
+    raw = Raw(doc)
+    greedy = run(doc, "greedy")
+    cpsat = run(doc, "cp-sat")
+    g_out, c_out = greedy.to_json(), cpsat.to_json()
+    assert g_out["cycle"]["engine"] == "greedy"
+
+    for name, res, out in (("greedy", greedy, g_out), ("cp-sat", cpsat, c_out)):
+        errors = check_decisions(raw, out)
+        assert errors == [], f"{name}: {errors}"
+        assert violations(res.state, res.session) == [], name
+        assert set(out["fairShare"]) == set(raw.queues), name
+
+    # The greedy engine and the greedy baseline inside the cp-sat cycle decide the same.
+    baseline = {k: (p.node, p.pipelined) for k, p in cpsat.greedy.session.placements.items()}
+    assert baseline == {k: (p.node, p.pipelined) for k, p in greedy.session.placements.items()}
+
+    # cp-sat is never worse than greedy.
+    cycle = c_out["cycle"]
+    if cycle["engine"] == "cp-sat" and cycle.get("greedyObjective") is not None and cycle["objective"] is not None:
+        assert cycle["objective"] >= cycle["greedyObjective"]
+    started = {raw.group_of[k] for k in (b["pod"] for b in c_out["binds"] + c_out["pipelined"])}
+    assert cpsat.greedy.started_jobs <= started, cpsat.greedy.started_jobs - started
+    assert {raw.group_of[b["pod"]] for b in g_out["binds"] + g_out["pipelined"]} <= started
+    assert placed_gpus(raw, c_out) >= placed_gpus(raw, g_out)
+
+    # What the examples exercised (pytest --hypothesis-show-statistics).
+    n_placed = len(c_out["binds"]) + len(c_out["pipelined"])
+    event(f"cp-sat engine={cycle['engine']} status={cycle['status']}")
+    event("placed: none" if not n_placed else "placed: 1-5" if n_placed <= 5 else "placed: >5")
+    event(f"pipelined: {bool(c_out['pipelined'])}")
+    event(f"cp-sat placed more GPUs than greedy: {placed_gpus(raw, c_out) > placed_gpus(raw, g_out)}")
+    event(f"some job left pending: {bool(c_out['unschedulable'])}")
+
+
+# ------------------------------------------------------------------------------------------------
+# the checker itself must catch what it claims to catch
+# ------------------------------------------------------------------------------------------------
+
+def _doc_for_checker() -> dict[str, Any]:
+    import clustergen as cg
+
+    nodes = [cg.node("n1", gpus=4, pods=3), cg.node("n2", gpus=4, unschedulable=True),
+             cg.node("n3", gpus=4, taints=[("dedicated", "gpu", "NoSchedule")]), cg.node("n4", gpus=4)]
+    queues = [cg.queue("q", gpu=cg.resource(2, 3, 1)), cg.queue("np", gpu=cg.resource(1, -1, 1))]
+    pods = [cg.pod("old-0", "old", gpus=4, phase="Running", node_name="n4", queue_name="q", deleting=True),
+            cg.pod("g-0", "g", gpus=2, queue_name="q"), cg.pod("g-1", "g", gpus=2, queue_name="q"),
+            cg.pod("s-0", "s", gpus=1, queue_name="q"), cg.pod("np-0", "npj", gpus=2, queue_name="np")]
+    groups = [cg.pod_group("old", "q"), cg.pod_group("g", "q", min_member=2), cg.pod_group("s", "q"),
+              cg.pod_group("npj", "np", priority_class="build")]
+    return cg.snapshot(nodes, queues, pods, groups)
+
+
+def _decided(binds: dict[str, str], pipelined: dict[str, str] | None = None, unschedulable: tuple = ("g", "s", "npj")):
+    return {"binds": [{"pod": k, "node": n} for k, n in binds.items()],
+            "pipelined": [{"pod": k, "node": n} for k, n in (pipelined or {}).items()],
+            "evictions": [], "unschedulable": [{"podGroup": g, "reasons": ["x"]} for g in unschedulable]}
+
+
+def test_checker_accepts_valid_decisions() -> None:
+    raw = Raw(_doc_for_checker())
+    assert check_decisions(raw, _decided({})) == []
+    assert check_decisions(raw, _decided({"default/s-0": "n1"}, unschedulable=("g", "npj"))) == []
+    # A pipelined pod may count on the releasing pod's GPUs on n4.
+    assert check_decisions(raw, _decided({}, {"default/s-0": "n4"}, unschedulable=("g", "npj"))) == []
+
+
+def test_checker_catches_each_kind_of_violation() -> None:
+    raw = Raw(_doc_for_checker())
+
+    def errors(binds, pipelined=None):
+        return " | ".join(check_decisions(raw, _decided(binds, pipelined)))
+
+    assert errors({}) == ""
+    assert "gpu" in errors({"default/s-0": "n4"})                                  # bound onto releasing GPUs
+    assert "cordoned" in errors({"default/s-0": "n2"})
+    assert "taint" in errors({"default/s-0": "n3"})
+    assert "minMember" in errors({"default/g-0": "n1"})                            # half a gang
+    assert "over limit" in errors({"default/g-0": "n1", "default/g-1": "n1"})      # 4 GPUs > limit 3
+    assert "non-preemptible" in errors({"default/np-0": "n1"})                     # 2 GPUs > quota 1
+    assert "already" in errors({"default/old-0": "n1"})                            # not a pending pod
+    four = {"default/s-0": "n1", "default/g-0": "n1", "default/g-1": "n1", "default/np-0": "n1"}
+    assert "node n1: pods" in errors(four)                                         # 4 pods > 3 pod slots
+    assert "no unschedulable reason" in " ".join(check_decisions(raw, _decided({}, unschedulable=())))
