@@ -69,32 +69,58 @@ def parse_actions(raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return known, unknown
 
 
-def _plugin_arguments(config: Mapping[str, Any]) -> tuple[dict[str, dict[str, str]], tuple[str, ...]]:
+class _Reader:
+    """Typed access to the config documents: a value of the wrong type is reported and replaced
+    by its default, so a malformed setting never stops the cycle (interfaces.md, Errors)."""
+
+    def __init__(self, warnings: list | None):
+        self.warnings = warnings
+
+    def warn(self, field: str, reason: str) -> None:
+        if self.warnings is not None:
+            from kai_cp.errors import ObjectWarning
+            self.warnings.append(ObjectWarning("Config/snapshot", field, reason))
+
+    def get(self, doc: Mapping[str, Any], key: str, kind: type | tuple, default: Any, field: str) -> Any:
+        value = doc.get(key, default)
+        if value is None:
+            return default
+        if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+            self.warn(field, f"expected {getattr(kind, '__name__', kind)}, got {type(value).__name__}; using the default")
+            return default
+        return value
+
+
+def _plugin_arguments(config: Mapping[str, Any], rd: _Reader) -> tuple[dict[str, dict[str, str]], tuple[str, ...]]:
     args: dict[str, dict[str, str]] = {}
     names: list[str] = []
-    for tier in config.get("tiers") or []:
+    for i, tier in enumerate(rd.get(config, "tiers", list, [], "config.tiers")):
         if not isinstance(tier, Mapping):
+            rd.warn(f"config.tiers[{i}]", "not an object; ignored")
             continue
-        for plugin in tier.get("plugins") or []:
-            if not isinstance(plugin, Mapping) or not plugin.get("name"):
+        for j, plugin in enumerate(rd.get(tier, "plugins", list, [], f"config.tiers[{i}].plugins")):
+            if not isinstance(plugin, Mapping) or not isinstance(plugin.get("name"), str):
+                rd.warn(f"config.tiers[{i}].plugins[{j}]", "not an object with a name; ignored")
                 continue
-            name = str(plugin["name"])
+            name = plugin["name"]
             names.append(name)
-            raw_args = plugin.get("arguments") or {}
-            if isinstance(raw_args, Mapping):
-                args[name] = {str(k): str(v) for k, v in raw_args.items()}
+            raw_args = rd.get(plugin, "arguments", Mapping, {}, f"config.tiers[{i}].plugins[{j}].arguments")
+            args[name] = {str(k): str(v) for k, v in raw_args.items()}
     return args, tuple(names)
 
 
-def parse_config(config: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> SchedulerConfig:
-    config = config or {}
-    actions, unknown = parse_actions(config.get("actions"))
-    plugin_args, plugins = _plugin_arguments(config)
+def parse_config(config: Mapping[str, Any] | None, params: Mapping[str, Any] | None,
+                 warnings: list | None = None) -> SchedulerConfig:
+    """Settings of one cycle; wrongly typed values are replaced by defaults and reported in `warnings`."""
+    rd = _Reader(warnings)
+    config = config if isinstance(config, Mapping) else {}
+    actions, unknown = parse_actions(rd.get(config, "actions", (str, list), None, "config.actions"))
+    plugin_args, plugins = _plugin_arguments(config, rd)
     placement = plugin_args.get("nodeplacement", {})
     proportion = plugin_args.get("proportion", {})
     k_value = max(Fraction(0), _parse_fraction(proportion.get("kValue", "1"), Fraction(1)))
     multiplier = _parse_fraction(proportion.get("relcaimerSaturationMultiplier", "1"), Fraction(1))
-    depth = config.get("queueDepthPerAction") or {}
+    depth = rd.get(config, "queueDepthPerAction", Mapping, {}, "config.queueDepthPerAction")
     kwargs: dict[str, Any] = dict(
         actions=actions,
         unknown_actions=unknown,
@@ -102,24 +128,29 @@ def parse_config(config: Mapping[str, Any] | None, params: Mapping[str, Any] | N
         cpu_placement="spread" if placement.get("cpu", "binpack").strip().lower() == "spread" else "binpack",
         k_value=k_value,
         reclaimer_saturation_multiplier=max(Fraction(1), multiplier),
-        queue_depth_per_action={str(k): int(v) for k, v in depth.items() if isinstance(v, int)}
-        if isinstance(depth, Mapping) else {},
+        queue_depth_per_action={str(k): v for k, v in depth.items() if isinstance(v, int) and not isinstance(v, bool)},
         plugins=plugins,
     )
-    if params is not None:
+    if isinstance(params, Mapping):
         # omitempty semantics: what is absent is false / zero (spec 9.2).
-        partition = params.get("partitionParams") or {}
-        grace_ns = params.get("globalDefaultStalenessGracePeriod", 0)
+        partition = rd.get(params, "partitionParams", Mapping, {}, "schedulerParams.partitionParams")
+        grace_ns = rd.get(params, "globalDefaultStalenessGracePeriod", (int, float), 0,
+                          "schedulerParams.globalDefaultStalenessGracePeriod")
+
+        def flag(key: str) -> bool:
+            return rd.get(params, key, bool, False, f"schedulerParams.{key}")
+
         kwargs.update(
-            scheduler_name=str(params.get("schedulerName") or DEFAULT_SCHEDULER_NAME),
-            node_pool_label_key=str(partition.get("NodePoolLabelKey", "") or ""),
-            node_pool_label_value=str(partition.get("NodePoolLabelValue", "") or ""),
-            restrict_node_scheduling=bool(params.get("restrictSchedulingNodes", False)),
-            full_hierarchy_fairness=bool(params.get("fullHierarchyFairness", False)),
-            max_consolidation_preemptees=int(params.get("maxNumberConsolidationPreemptees", 0) or 0),
-            use_scheduling_signatures=bool(params.get("useSchedulingSignatures", False)),
-            allow_consolidating_reclaim=bool(params.get("allowConsolidatingReclaim", False)),
-            stale_grace_period_seconds=(grace_ns or 0) / NS_PER_SECOND if isinstance(grace_ns, (int, float)) else 0.0,
-            detailed_fit_errors=bool(params.get("detailedFitErrors", False)),
+            scheduler_name=rd.get(params, "schedulerName", str, "", "schedulerParams.schedulerName") or DEFAULT_SCHEDULER_NAME,
+            node_pool_label_key=rd.get(partition, "NodePoolLabelKey", str, "", "schedulerParams.partitionParams.NodePoolLabelKey"),
+            node_pool_label_value=rd.get(partition, "NodePoolLabelValue", str, "", "schedulerParams.partitionParams.NodePoolLabelValue"),
+            restrict_node_scheduling=flag("restrictSchedulingNodes"),
+            full_hierarchy_fairness=flag("fullHierarchyFairness"),
+            max_consolidation_preemptees=rd.get(params, "maxNumberConsolidationPreemptees", int, 0,
+                                                "schedulerParams.maxNumberConsolidationPreemptees"),
+            use_scheduling_signatures=flag("useSchedulingSignatures"),
+            allow_consolidating_reclaim=flag("allowConsolidatingReclaim"),
+            stale_grace_period_seconds=grace_ns / NS_PER_SECOND,
+            detailed_fit_errors=flag("detailedFitErrors"),
         )
     return SchedulerConfig(**kwargs)

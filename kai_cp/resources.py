@@ -25,6 +25,7 @@ _IGNORED = {"cpu", "memory", "pods", *GPU_RESOURCES}
 BEST_EFFORT_CPU = 10                      # millicores
 BEST_EFFORT_MEMORY = 10 * 1024 * 1024     # bytes
 BEST_EFFORT_SCALAR = 10                   # milli-units
+BEST_EFFORT_GPUS = Fraction(1, 100)
 
 
 def mig_gpus(name: str) -> int:
@@ -72,8 +73,8 @@ class PodRequest:
 
     @property
     def best_effort(self) -> bool:
-        return (self.cpu < BEST_EFFORT_CPU and self.memory < BEST_EFFORT_MEMORY and self.gpus == 0
-                and not self.is_shared_gpu
+        return (self.cpu < BEST_EFFORT_CPU and self.memory < BEST_EFFORT_MEMORY
+                and self.kind != "GpuMemory" and self.gpu_quota <= BEST_EFFORT_GPUS
                 and all(v < BEST_EFFORT_SCALAR for k, v in self.scalars if k not in _STORAGE)
                 and not any(k in _STORAGE for k, _ in self.scalars))
 

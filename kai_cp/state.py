@@ -177,8 +177,8 @@ def build_cluster_state(loaded: LoadedSnapshot) -> ClusterState:
 def _build(loaded: LoadedSnapshot) -> ClusterState:
     snap = loaded.snapshot
     raw = snap.raw_objects
-    cfg = parse_config(snap.config, snap.scheduler_params)
     warnings = list(loaded.warnings)
+    cfg = parse_config(snap.config, snap.scheduler_params, warnings)
     for a in cfg.unknown_actions:
         warnings.append(ObjectWarning("Config/actions", "config.actions", f"unknown action '{a}' ignored"))
 

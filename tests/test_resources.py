@@ -194,8 +194,6 @@ def test_init_container_decides_fit_end_to_end():
     assert [u["podGroup"] for u in out["unschedulable"]] == ["j"]
 
 
-@pytest.mark.xfail(reason="PodRequest.best_effort treats every shared-GPU request as non-empty; KAI's "
-                   "GpuResourceRequirement.IsEmpty (spec 1.4) counts a gpu-fraction <= 0.01 as no GPU", strict=True)
 def test_tiny_gpu_fraction_is_best_effort():
     """Spec 1.4: best effort when ... GPUs <= 0.01 and not a GPU-memory request; a 0.01
     fraction is 0.01 GPUs."""
