@@ -92,12 +92,26 @@ def _exact(text: str) -> tuple[Fraction, Decimal]:
     return _parse_exact(text)
 
 
+# Quantity texts already accepted. Loading calls the validator once per quantity (a
+# 10,000-node snapshot has ~350,000), nearly always with a text seen before: a dict hit
+# skips the type checks and the LRU wrapper. Only exact `str` keys are stored, so a number
+# (2 == 2.0, True == 1) never matches a key. Emptied when full.
+_KNOWN: dict[str, str] = {}
+_KNOWN_MAX = 1 << 16
+
+
 def validate_quantity(value: Any) -> str:
     """Pydantic validator: accept a JSON string or number, return the canonical string.
 
     Numbers are accepted because hand-written snapshots use them (the API server always
     writes strings); they are stored as their decimal text. Booleans are refused.
     """
+    try:
+        known = _KNOWN.get(value)
+    except TypeError:  # unhashable (a list, a dict): rejected below
+        known = None
+    if known is not None:
+        return known
     if isinstance(value, bool) or not isinstance(value, (str, int, float, Decimal)):
         raise ValueError(f"quantity must be a string or a number, got {type(value).__name__}")
     if isinstance(value, float):
@@ -106,7 +120,12 @@ def validate_quantity(value: Any) -> str:
         text = repr(value)
     else:
         text = str(value)
-    return _check_text(text)
+    text = _check_text(text)
+    if type(value) is str:
+        if len(_KNOWN) >= _KNOWN_MAX:
+            _KNOWN.clear()
+        _KNOWN[value] = text
+    return text
 
 
 @lru_cache(maxsize=1 << 16)

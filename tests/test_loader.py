@@ -325,6 +325,106 @@ def test_render_field_path():
     assert render_field_path({"a": 1}, ("a", "int", "tag")) == "a"
 
 
+# ----------------------------------------------------------------- speed machinery
+
+
+def _mixed_pods() -> list:
+    """Good pods with, spread over many chunks, every kind of problem the loader reports."""
+    base = _doc()["rawObjects"]["pods"][0]
+    pods = []
+    for i in range(40):
+        pod = copy.deepcopy(base)
+        pod["metadata"]["name"] = f"p{i}"
+        pods.append(pod)
+    pods[3]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "12Gx"  # invalid
+    pods[7] = "not an object"
+    pods[11]["kind"] = "Node"                                                   # wrong kind, valid
+    pods[12]["kind"] = "Node"
+    pods[12]["metadata"]["name"] = 5                                           # wrong kind, invalid
+    pods[15]["metadata"]["name"] = "p1"                                        # duplicate of p1
+    pods[22]["metadata"]["name"] = "p22"
+    pods[23] = copy.deepcopy(pods[22])                                         # duplicate, same chunk
+    pods[30]["status"] = None                                                  # null: still valid
+    pods[31]["metadata"]["labels"] = None
+    return pods
+
+
+def _outcome(loaded: LoadedSnapshot):
+    return (loaded.warnings, loaded.raw_invalid, dump_snapshot(loaded.snapshot),
+            [p.metadata.name for p in loaded.snapshot.raw_objects.pods])
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1000])
+@pytest.mark.parametrize("max_failed", [0, 1, 8])
+def test_chunked_validation_matches_object_by_object(monkeypatch, chunk, max_failed):
+    """Validating a chunk of objects per pydantic call must give the same models, warnings
+    (in the same order) and raw_invalid as validating each object alone."""
+    doc = {"rawObjects": {"pods": _mixed_pods()}}
+    monkeypatch.setattr(loader, "_MAX_FAILED_CHUNKS", 0)  # object by object only
+    expected = _outcome(load_snapshot_dict(copy.deepcopy(doc)))
+    monkeypatch.setattr(loader, "_CHUNK", chunk)
+    monkeypatch.setattr(loader, "_MAX_FAILED_CHUNKS", max_failed)
+    assert _outcome(load_snapshot_dict(copy.deepcopy(doc))) == expected
+    assert [(w.object, w.field) for w in expected[0]] == [
+        ("Pod/default/p3", "spec.containers[0].resources.requests.cpu"),
+        ("Pod/rawObjects.pods[7]", ""),
+        ("Pod/default/p11", "kind"),
+        ("Pod/rawObjects.pods[12]", "kind"),
+        ("Pod/default/p1", "metadata.name"),
+        ("Pod/default/p22", "metadata.name"),
+    ]
+    assert [len(v) for v in expected[1].values() if v] == [3]  # p3, p11, pods[12]
+    assert len(expected[3]) == 40 - 6
+
+
+def test_model_instances_in_a_document_are_not_objects():
+    pod = _doc()["rawObjects"]["pods"][0]
+    model = loader.load_snapshot_dict({"rawObjects": {"pods": [pod]}}).snapshot.raw_objects.pods[0]
+    loaded = load_snapshot_dict({"rawObjects": {"pods": [pod, model]}})
+    assert len(loaded.snapshot.raw_objects.pods) == 1
+    assert [(w.object, w.field) for w in loaded.warnings] == [("Pod/rawObjects.pods[1]", "")]
+
+
+def test_gc_is_paused_during_a_load_and_restored(monkeypatch):
+    import gc
+
+    states = []
+    real = loader._load_list
+
+    def spy(*args):
+        states.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr(loader, "_load_list", spy)
+    assert gc.isenabled()
+    load_snapshot_bytes(json.dumps(_doc()).encode(), "x.json")
+    assert states and not any(states) and gc.isenabled()
+    with pytest.raises(SnapshotError):
+        load_snapshot_bytes(b'{"rawObjects": []}', "x.json")
+    assert gc.isenabled()
+    gc.disable()  # a caller that manages the collector itself keeps it off
+    try:
+        load_snapshot_dict(_doc())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_big_loads_freeze_what_they_loaded(monkeypatch):
+    import gc
+
+    before = gc.get_freeze_count()
+    load_snapshot_dict(_doc())  # small: below the threshold, nothing is frozen
+    assert gc.get_freeze_count() == before
+    monkeypatch.setattr(loader, "_FREEZE_MIN_OBJECTS", 0)
+    loaded = load_snapshot_dict(_doc())
+    try:
+        assert gc.get_freeze_count() > before and gc.isenabled()
+        assert gc.is_tracked(loaded.snapshot.raw_objects.pods[0])
+    finally:
+        gc.unfreeze()
+
+
 # ----------------------------------------------------------------------------- writing
 
 

@@ -417,6 +417,60 @@ def test_invalid_quantity_rejected_with_field_path():
     assert exc.value.errors()[0]["loc"] == ("status", "allocatable", "memory")
 
 
+def test_quantity_cache_keeps_validation_exact(monkeypatch):
+    """Accepted texts are remembered for speed; that must not change what is accepted."""
+    from models import quantity
+
+    assert models.validate_quantity("2") == "2" and models.validate_quantity("1") == "1"
+    assert models.validate_quantity(2) == "2"
+    for bad in (True, None, ["1"], {"1": 1}, "12Gx", "12Gx"):
+        with pytest.raises(ValueError):
+            models.validate_quantity(bad)
+    assert "12Gx" not in quantity._KNOWN
+    monkeypatch.setattr(quantity, "_KNOWN_MAX", 3)
+    quantity._KNOWN.clear()
+    for text in ("1", "2", "3", "4", "5"):
+        assert models.validate_quantity(text) == text
+    assert len(quantity._KNOWN) <= 3
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2025-06-01T16:38:18Z", datetime(2025, 6, 1, 16, 38, 18, tzinfo=timezone.utc)),
+    ("2025-06-01t16:38:18z", datetime(2025, 6, 1, 16, 38, 18, tzinfo=timezone.utc)),
+    ("2025-06-01 16:38:18Z", datetime(2025, 6, 1, 16, 38, 18, tzinfo=timezone.utc)),
+    ("2025-06-01T16:38:18.5Z", datetime(2025, 6, 1, 16, 38, 18, 500000, tzinfo=timezone.utc)),
+    ("2025-06-01T16:38:18", datetime(2025, 6, 1, 16, 38, 18, tzinfo=timezone.utc)),
+    ("2025-06-01T18:38:18+02:00", datetime(2025, 6, 1, 16, 38, 18, tzinfo=timezone.utc)),
+    ("2025-06-01T16:38:18-00:30", datetime(2025, 6, 1, 17, 8, 18, tzinfo=timezone.utc)),
+])
+def test_time_parsing_forms(text, expected):
+    pod = _validate(Pod, {"metadata": {"name": "a", "creationTimestamp": text}})
+    again = _validate(Pod, {"metadata": {"name": "b", "creationTimestamp": text}})  # cached
+    for p in (pod, again):
+        t = p.metadata.creation_timestamp
+        assert t == expected and t.tzinfo is not None
+        assert _dump(p)["metadata"]["creationTimestamp"] == text
+
+
+@pytest.mark.parametrize("bad", ["2025-02-30T00:00:00Z", "0000-01-01T00:00:00Z", "2025-06-01T24:00:00Z",
+                                 "2025-06-01T16:38:18+24:00", "2025-06-01T16:38:18+01:60",
+                                 "\u0662025-06-01T16:38:18Z", "2025-06-01T16:38:18ZZ", "", 5, ["x"], {"a": 1}])
+def test_invalid_times_rejected_every_time(bad):
+    for _ in range(2):  # a rejected text is never cached
+        with pytest.raises(ValidationError):
+            _validate(Pod, {"metadata": {"name": "a", "creationTimestamp": bad}})
+
+
+def test_time_cache_is_bounded(monkeypatch):
+    from models import base
+
+    monkeypatch.setattr(base, "_TIME_CACHE_MAX", 2)
+    base._TIME_CACHE.clear()
+    for second in range(10):
+        _validate(Pod, {"metadata": {"name": "a", "creationTimestamp": f"2025-06-01T16:38:{second:02d}Z"}})
+    assert len(base._TIME_CACHE) <= 2
+
+
 # ------------------------------------------------------------------------------ durations
 
 
