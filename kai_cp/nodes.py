@@ -109,6 +109,7 @@ class NodeTable:
             for r, v in n.capacity.items():
                 self.allocatable[n.index, self.col[r]] = v
         self.used = np.zeros_like(self.allocatable)
+        self._vectors: dict = {}
         self._idle: np.ndarray | None = None     # derived, cached once the table is complete
         self._free: np.ndarray | None = None
         self.releasing = np.zeros_like(self.allocatable)
@@ -128,13 +129,18 @@ class NodeTable:
         return self._free
 
     def vector(self, task: TaskInfo) -> np.ndarray:
-        """The task's request as a row over this table's columns (whole GPUs only; shared GPUs go by group)."""
-        v = np.zeros(len(self.resources), dtype=np.int64)
-        r = task.request
-        v[0], v[1], v[2], v[3] = r.cpu, r.memory, r.gpus, 1
-        for name, amount in r.scalars:
-            if name in self.col:          # a resource no node has is caught by missing_resources()
-                v[self.col[name]] = amount
+        """The task's request as a row over this table's columns; whole GPUs only (a shared-GPU
+        request has 0 here, it is accounted per GPU group). Cached per request, read-only."""
+        v = self._vectors.get(task.request)
+        if v is None:
+            r = task.request
+            v = np.zeros(len(self.resources), dtype=np.int64)
+            v[0], v[1], v[2], v[3] = r.cpu, r.memory, 0 if r.is_shared_gpu else r.gpus, 1
+            for name, amount in r.scalars:
+                if name in self.col:          # a resource no node has is caught by missing_resources()
+                    v[self.col[name]] = amount
+            v.setflags(write=False)
+            self._vectors[task.request] = v
         return v
 
     def add_task(self, task: TaskInfo) -> None:
@@ -142,8 +148,6 @@ class NodeTable:
         self._idle = self._free = None
         i = self.index[task.node]
         v = self.vector(task)
-        if task.request.is_shared_gpu:
-            v[2] = 0
         self.used[i] += v
         if task.status == RELEASING:
             self.releasing[i] += v

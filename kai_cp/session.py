@@ -64,8 +64,6 @@ class Session:
     # -- operations ----------------------------------------------------------------------
     def place(self, task: TaskInfo, node: int, pipelined: bool) -> None:
         vec = self.state.table.vector(task)
-        if task.request.is_shared_gpu:
-            vec[2] = 0
         # A pipelined task consumes releasing capacity first, then idle (spec 1.5).
         from_rel = np.minimum(vec, np.maximum(self.releasing[node], 0)) if pipelined else np.zeros_like(vec)
         self.releasing[node] -= from_rel
@@ -103,8 +101,6 @@ class Session:
         while len(self._log) > cp:
             p = self._log.pop()
             vec = self.state.table.vector(p.task)
-            if p.task.request.is_shared_gpu:
-                vec[2] = 0
             self.releasing[p.node] += p.from_releasing
             self.idle[p.node] += vec - p.from_releasing
             self.free[p.node] += vec
