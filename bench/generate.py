@@ -13,6 +13,8 @@ CLI::
 
     python bench/generate.py --nodes 1000 --pending 5000 [--running N] --seed 1 -o out.json
     python bench/generate.py --nodes 48 --pending 120 --running 300 -o snapshot.zip
+    python bench/generate.py --nodes 200 --pending 100000 --fragmentation 0.9 --utilization 0.55 \
+        --pending-gpu-ratio 1.1 -o fragmented.json      # GPU-bound, fragmented (bench_fragmentation.py)
 
 A name ending in ``.zip`` writes a ZIP with the single member ``snapshot.json``, as KAI's
 ``/get-snapshot`` serves it.
@@ -574,7 +576,8 @@ def pick_class(rng: random.Random) -> str:
 
 
 def make_pending_jobs(rng: random.Random, projects: list[Project], zones: list[str], count: int,
-                      names: "NameSource", topology_share: float, max_gang: int) -> list[Job]:
+                      names: "NameSource", topology_share: float, max_gang: int,
+                      cpu_per_gpu_m: int | None = None, mem_per_gpu_b: int | None = None) -> list[Job]:
     """Pending gangs totalling exactly ``count`` pods, sizes 1-64 (the last one truncated).
 
     Gangs are at most ``max_gang`` pods (half the nodes): nobody submits a 64-node job to a
@@ -586,8 +589,50 @@ def make_pending_jobs(rng: random.Random, projects: list[Project], zones: list[s
     left = count
     while left > 0:
         size = min(left, rng.choices(sizes, weights=weights)[0])
-        jobs.append(pending_job(rng, projects, zones, size, names, topology_share))
+        jobs.append(pending_job(rng, projects, zones, size, names, topology_share,
+                                cpu_per_gpu_m=cpu_per_gpu_m, mem_per_gpu_b=mem_per_gpu_b))
         left -= size
+    return jobs
+
+
+#: GPU-bound scenario (``pending_gpu_ratio``): GPUs per pod, including the 3- and 6-GPU pods
+#: that do not tile an 8-GPU node, and gangs of 1-16 pods.
+GPU_BOUND_POD_GPUS: tuple[int, ...] = (1, 2, 3, 4, 6, 8)
+GPU_BOUND_POD_GPU_WEIGHTS: tuple[int, ...] = (25, 25, 15, 20, 10, 5)
+GPU_BOUND_GANG_SIZES: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
+GPU_BOUND_GANG_WEIGHTS: tuple[int, ...] = (35, 20, 6, 14, 5, 10, 4, 6)
+GPU_BOUND_GANG_GPUS = 32
+
+
+def schedulable_free_gpus(nodes: list[Node]) -> int:
+    """Free GPUs on nodes that accept new pods (neither cordoned nor NotReady)."""
+    return sum(n.free_gpus for n in nodes if not n.cordoned and not n.not_ready)
+
+
+def make_gpu_bound_pending_jobs(rng: random.Random, projects: list[Project], zones: list[str],
+                                target_gpus: int, max_pods: int, names: "NameSource",
+                                topology_share: float, max_gang: int, cpu_per_gpu_m: int,
+                                mem_per_gpu_b: int) -> list[Job]:
+    """Pending GPU gangs whose GPU demand totals ``target_gpus`` (at most ``max_pods`` pods).
+
+    Every pod asks for 1, 2, 3, 4, 6 or 8 GPUs with a fixed CPU/memory share per GPU, so GPUs
+    are the binding resource; gangs are 1-16 pods but at most ``GPU_BOUND_GANG_GPUS`` GPUs (and
+    a quarter of the target), so no single gang is most of a small cluster's demand. The last
+    gang is shortened so the demand overshoots the target by less than one pod.
+    """
+    jobs: list[Job] = []
+    sizes = [s for s in GPU_BOUND_GANG_SIZES if s <= max_gang] or [1]
+    weights = GPU_BOUND_GANG_WEIGHTS[:len(sizes)]
+    gang_gpus = min(GPU_BOUND_GANG_GPUS, max(8, target_gpus // 4))
+    demand = pods = 0
+    while demand < target_gpus and pods < max_pods:
+        gpus = rng.choices(GPU_BOUND_POD_GPUS, weights=GPU_BOUND_POD_GPU_WEIGHTS)[0]
+        size = rng.choices(sizes, weights=weights)[0]
+        size = max(1, min(size, gang_gpus // gpus, max_pods - pods, -(-(target_gpus - demand) // gpus)))
+        jobs.append(pending_job(rng, projects, zones, size, names, topology_share, gpus_per_pod=gpus,
+                                cpu_per_gpu_m=cpu_per_gpu_m, mem_per_gpu_b=mem_per_gpu_b))
+        demand += gpus * size
+        pods += size
     return jobs
 
 
@@ -601,14 +646,19 @@ def pending_gpus_per_pod(rng: random.Random, size: int) -> int:
 
 
 def pending_job(rng: random.Random, projects: list[Project], zones: list[str], size: int,
-                names: "NameSource", topology_share: float) -> Job:
-    """One pending gang: class, elasticity, placement constraints, requests, submit time."""
+                names: "NameSource", topology_share: float, gpus_per_pod: int | None = None,
+                cpu_per_gpu_m: int | None = None, mem_per_gpu_b: int | None = None) -> Job:
+    """One pending gang: class, elasticity, placement constraints, requests, submit time.
+
+    ``gpus_per_pod``, ``cpu_per_gpu_m`` and ``mem_per_gpu_b`` fix what is otherwise drawn
+    (None, the default, draws them: the default scenario's random stream is unchanged).
+    """
     pclass = "train" if size >= 16 else pick_class(rng)
     project = rng.choice(projects)
-    gpus = pending_gpus_per_pod(rng, size)
+    gpus = pending_gpus_per_pod(rng, size) if gpus_per_pod is None else gpus_per_pod
     if gpus:
-        cpu = gpus * rng.choice((4000, 8000, 12000))
-        mem = gpus * rng.choice((32, 64, 128, 192)) * GIB
+        cpu = gpus * (rng.choice((4000, 8000, 12000)) if cpu_per_gpu_m is None else cpu_per_gpu_m)
+        mem = gpus * (rng.choice((32, 64, 128, 192)) * GIB if mem_per_gpu_b is None else mem_per_gpu_b)
     else:
         cpu = rng.choice(CPU_CHOICES_M)
         mem = rng.choice(MEM_CHOICES_GIB) * GIB
@@ -769,7 +819,8 @@ def topology_object(uid: UidSource) -> dict[str, Any]:
 
 def generate_cluster(nodes: int, pending_pods: int, running_pods: int | None = None, seed: int = 0,
                      fragmentation: float = 0.6, utilization: float = 0.75,
-                     topology_share: float = 0.0) -> dict[str, Any]:
+                     topology_share: float = 0.0, pending_gpu_ratio: float | None = None,
+                     cpu_per_gpu: float | None = None, mem_per_gpu: float | None = None) -> dict[str, Any]:
     """Generate a snapshot document (interfaces.md section 1) for one seeded cluster.
 
     nodes: number of GPU nodes (~75% 8-GPU, ~25% 4-GPU).
@@ -781,10 +832,25 @@ def generate_cluster(nodes: int, pending_pods: int, running_pods: int | None = N
     utilization: target share of GPUs (on ready nodes) used by the running load.
     topology_share: share of large (>= 8-pod) pending GPU gangs that prefer one rack
         (spec.topologyConstraint); 0 by default so benchmarks do not depend on topology support.
+    pending_gpu_ratio: None (default) for the mix above. A number selects the GPU-bound
+        scenario: pending gangs (1-16 pods of 1, 2, 3, 4, 6 or 8 GPUs, no CPU-only pods) are
+        drawn until their GPU demand is this many times the free GPUs on schedulable nodes;
+        ``pending_pods`` then only caps the number of pending pods. With a high
+        ``fragmentation`` the free GPUs are scattered, 1-7 per node, and packing them is hard.
+    cpu_per_gpu, mem_per_gpu: cores and GiB that each pending GPU pod asks for per GPU; None
+        draws them (4/8/12 cores, 32-192 GiB per GPU). The GPU-bound scenario defaults to 4
+        cores and 32 GiB, well under what nodes keep free per free GPU, so GPUs bind.
     """
+    if pending_gpu_ratio is not None and pending_gpu_ratio < 0:
+        raise ValueError("pending_gpu_ratio must be >= 0")
+    if pending_gpu_ratio is not None:
+        cpu_per_gpu = 4.0 if cpu_per_gpu is None else cpu_per_gpu
+        mem_per_gpu = 32.0 if mem_per_gpu is None else mem_per_gpu
+    cpu_m = None if cpu_per_gpu is None else int(round(cpu_per_gpu * 1000))
+    mem_b = None if mem_per_gpu is None else int(round(mem_per_gpu * GIB))
     with gc_paused():
         return build_document(nodes, pending_pods, running_pods, seed, fragmentation, utilization,
-                              topology_share)
+                              topology_share, pending_gpu_ratio, cpu_m, mem_b)
 
 
 @contextlib.contextmanager
@@ -801,7 +867,9 @@ def gc_paused() -> Iterator[None]:
 
 
 def build_document(nodes: int, pending_pods: int, running_pods: int | None, seed: int,
-                   fragmentation: float, utilization: float, topology_share: float) -> dict[str, Any]:
+                   fragmentation: float, utilization: float, topology_share: float,
+                   pending_gpu_ratio: float | None = None, cpu_per_gpu_m: int | None = None,
+                   mem_per_gpu_b: int | None = None) -> dict[str, Any]:
     """generate_cluster's body (see there for the parameters)."""
     if nodes < 1 or pending_pods < 0:
         raise ValueError("need nodes >= 1 and pending_pods >= 0")
@@ -817,8 +885,16 @@ def build_document(nodes: int, pending_pods: int, running_pods: int | None, seed
     ready_gpus = sum(n.ntype.gpus for n in node_list if not n.not_ready and not n.cordoned)
     queues, projects = make_queues(rng, ready_gpus, uid)
     jobs = make_running_jobs(rng, node_list, projects, running_pods, fragmentation, utilization, names)
-    jobs += make_pending_jobs(rng, projects, zones, pending_pods, names, topology_share,
-                              max_gang=max(1, nodes // 2))
+    if pending_gpu_ratio is None:
+        jobs += make_pending_jobs(rng, projects, zones, pending_pods, names, topology_share,
+                                  max_gang=max(1, nodes // 2), cpu_per_gpu_m=cpu_per_gpu_m,
+                                  mem_per_gpu_b=mem_per_gpu_b)
+    else:
+        target = round(pending_gpu_ratio * schedulable_free_gpus(node_list))
+        jobs += make_gpu_bound_pending_jobs(rng, projects, zones, target, pending_pods, names,
+                                            topology_share, max(1, nodes // 2),
+                                            cpu_per_gpu_m if cpu_per_gpu_m is not None else 4000,
+                                            mem_per_gpu_b if mem_per_gpu_b is not None else 32 * GIB)
     pods: list[dict[str, Any]] = []
     pod_groups: list[dict[str, Any]] = []
     for job in jobs:
@@ -869,12 +945,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fragmentation", type=float, default=0.6)
     ap.add_argument("--utilization", type=float, default=0.75)
     ap.add_argument("--topology-share", type=float, default=0.0)
+    ap.add_argument("--pending-gpu-ratio", type=float, default=None,
+                    help="GPU-bound scenario: pending GPU demand = this x free GPUs (--pending caps the pods)")
+    ap.add_argument("--cpu-per-gpu", type=float, default=None, help="cores per GPU of pending GPU pods")
+    ap.add_argument("--mem-per-gpu", type=float, default=None, help="GiB per GPU of pending GPU pods")
     ap.add_argument("-o", "--output", required=True, help="output file (.json, or .zip)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     doc = generate_cluster(args.nodes, args.pending, args.running, seed=args.seed,
                            fragmentation=args.fragmentation, utilization=args.utilization,
-                           topology_share=args.topology_share)
+                           topology_share=args.topology_share, pending_gpu_ratio=args.pending_gpu_ratio,
+                           cpu_per_gpu=args.cpu_per_gpu, mem_per_gpu=args.mem_per_gpu)
     t1 = time.perf_counter()
     write_snapshot(doc, args.output)
     t2 = time.perf_counter()
