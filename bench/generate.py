@@ -23,9 +23,7 @@ A name ending in ``.zip`` writes a ZIP with the single member ``snapshot.json``,
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
-import gc
 import json
 import math
 import random
@@ -33,7 +31,9 @@ import sys
 import time
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
+
+from kai_cp.gcpause import gc_paused
 
 # --------------------------------------------------------------------------------------------
 # constants
@@ -851,19 +851,6 @@ def generate_cluster(nodes: int, pending_pods: int, running_pods: int | None = N
     with gc_paused():
         return build_document(nodes, pending_pods, running_pods, seed, fragmentation, utilization,
                               topology_share, pending_gpu_ratio, cpu_m, mem_b)
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector: building ~10^6 small acyclic dicts otherwise
-    triggers repeated full-heap collections that triple the generation time."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def build_document(nodes: int, pending_pods: int, running_pods: int | None, seed: int,

@@ -19,9 +19,7 @@ per pydantic call (see `_load_list`). Figures: bench/bench_load.py.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import gc
 import io
 import json
 import os
@@ -29,13 +27,14 @@ import re
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Optional, Union
+from typing import Any, Iterable, Optional, Union
 
 from pydantic import TypeAdapter, ValidationError
 
 from models import RAW_OBJECT_KINDS, KubeObject, RawKindInfo, RawObjects, Snapshot
 
 from .errors import ObjectWarning, SnapshotError
+from .gcpause import gc_paused
 
 __all__ = [
     "LoadedSnapshot",
@@ -62,22 +61,9 @@ _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FREEZE_MIN_OBJECTS = 100_000
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC for the body; on success, freeze a big load's objects.
-
-    Nested uses (load_snapshot -> load_snapshot_bytes -> load_snapshot_dict) are no-ops;
-    so is the whole thing when the caller has disabled the collector itself."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-        if gc.get_count()[0] >= _FREEZE_MIN_OBJECTS:
-            gc.freeze()
-    finally:
-        gc.enable()
+def _gc_paused():
+    """Pause the collector while loading; freeze a big load's objects afterwards."""
+    return gc_paused(freeze_min_objects=_FREEZE_MIN_OBJECTS)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterable, Mapping
 
-from models.quantity import cpu_millis, to_fraction, to_int_ceil
+from models.quantity import cpu_millis, to_int_ceil
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 MIG_PREFIX = "nvidia.com/mig-"

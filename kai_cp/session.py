@@ -13,7 +13,6 @@ from fractions import Fraction
 import numpy as np
 
 from kai_cp.jobs import ALLOCATED, PIPELINED, JobInfo, TaskInfo, queue_gpu_of_accepted
-from kai_cp.queues import RESOURCES
 from kai_cp.state import ClusterState
 
 

@@ -3,11 +3,9 @@ PodSet order (4.6)."""
 
 from __future__ import annotations
 
-import pytest
-
 from kai_cp.ordering import job_order_key, request_vector, tasks_to_allocate
 from kai_cp.session import Session
-from snapshot_builder import node, pod, podgroup, queue, snapshot, solve_doc, state_of
+from snapshot_builder import node, pod, podgroup, snapshot, solve_doc, state_of
 
 SG = "kai.scheduler/subgroup-name"
 

@@ -12,7 +12,7 @@ from kai_cp import capacity
 from kai_cp.jobs import (BINDING, BOUND, FAILED, GATED, PENDING, RELEASING, RUNNING, SUCCEEDED, UNKNOWN)
 from kai_cp.ordering import request_vector, tasks_to_allocate
 from kai_cp.session import Session
-from snapshot_builder import (DEFAULT_PARAMS, bind_request, container, node, pod, podgroup, priority_class, queue,
+from snapshot_builder import (DEFAULT_PARAMS, bind_request, node, pod, podgroup, priority_class, queue,
                               resources, snapshot, solve_doc, state_of)
 
 GI = 1024 ** 3
