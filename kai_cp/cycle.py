@@ -24,8 +24,8 @@ DEFAULT_TIME_LIMIT = 1.0
 DEFAULT_SEED = 0
 DEFAULT_WORKERS = 2
 DETERMINISTIC_SHARE = 0.5   # CP-SAT deterministic time per second of time limit (ends the search reproducibly)
-DECODE_RESERVE = 0.08         # seconds kept back from the solver for decoding, output and teardown
-DECODE_SECONDS_PER_POD = 45e-6  # measured: decoding replays ~25k placements per second (bench/)
+DECODE_RESERVE = 0.04         # seconds kept back from the solver for decoding, output and teardown
+DECODE_SECONDS_PER_POD = 50e-6  # measured: decoding and teardown take ~40-50 us per placement (bench/)
 
 
 @dataclass(frozen=True)

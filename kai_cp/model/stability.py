@@ -14,7 +14,7 @@ class KeepGreedyNodes:
     name = "stability"
 
     def contribute(self, ctx: ModelContext) -> None:
-        pair_index = {(int(c), int(n)): i for i, (c, n) in enumerate(zip(ctx.pair_class, ctx.pair_node))}
+        pair_index = {cn: i for i, cn in enumerate(zip(ctx.pair_class.tolist(), ctx.pair_node.tolist()))}
         by_task = {t.key: c.index for c in ctx.classes for t in c.tasks}
         used: dict[int, int] = {}
         for key, p in ctx.greedy.session.placements.items():
