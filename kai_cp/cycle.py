@@ -23,8 +23,10 @@ ENGINES = ("cp-sat", "greedy")
 DEFAULT_TIME_LIMIT = 1.0
 DEFAULT_SEED = 0
 DEFAULT_WORKERS = 2
+GREEDY_BASE_SECONDS = 0.15          # measured greedy cost model (bench/bench_cycle.py, 2-core machine):
+GREEDY_SECONDS_PER_JOB_NODE = 8e-8   # ~0.25 s at 900 jobs x 1,000 nodes, ~1 s at 1,100 jobs x 10,000 nodes
 DETERMINISTIC_SHARE = 0.5   # CP-SAT deterministic time per second of time limit (ends the search reproducibly)
-DECODE_RESERVE = 0.04         # seconds kept back from the solver for decoding, output and teardown
+DECODE_RESERVE = 0.06         # seconds kept back from the solver for decoding, output and teardown
 DECODE_SECONDS_PER_POD = 50e-6  # measured: decoding and teardown take ~40-50 us per placement (bench/)
 
 
@@ -89,6 +91,14 @@ def number(v: Fraction) -> int | float:
     return int(v) if v.denominator == 1 else float(v)
 
 
+def pair_budget(state: ClusterState, greedy: GreedyResult, time_limit: float) -> int:
+    """Model size for the time greedy leaves to building and solving. Greedy's time is estimated
+    from the problem's size, not read from the clock, so the same snapshot and settings always
+    give the same model (and so the same decisions)."""
+    estimated_greedy = GREEDY_BASE_SECONDS + GREEDY_SECONDS_PER_JOB_NODE * len(greedy.order) * len(state.nodes)
+    return int(PAIRS_PER_SECOND * max(0.0, time_limit - estimated_greedy))
+
+
 def run_cycle(state: ClusterState, settings: CycleSettings = CycleSettings()) -> CycleResult:
     with gc_paused():
         return _run(state, settings)
@@ -106,7 +116,7 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
                            "GREEDY" if settings.engine == "greedy" else "OPTIMAL", None, None,
                            time.perf_counter() - t0, settings, stats)
     t1 = time.perf_counter()
-    ctx = build_model(state, greedy, pair_budget=int(PAIRS_PER_SECOND * settings.time_limit))
+    ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit))
     t_build = time.perf_counter() - t1
     greedy_objective = ctx.hinted_objective()
     proto = ctx.model.proto

@@ -70,7 +70,8 @@ def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodCla
     """(class index, node index, upper bound) per candidate pair.
 
     Classes of jobs greedy started come first (they must stay placeable), then the others in
-    KAI's order until `budget` pairs are used; classes past the budget keep greedy's outcome.
+    KAI's order, until `budget` pairs are used; past the budget a started class keeps only the
+    nodes greedy used for it and the others keep greedy's outcome (not placed).
     """
     table = state.table
     free0 = table.free
@@ -111,6 +112,8 @@ def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodCla
             continue
         k = int(np.searchsorted(cum, CAPACITY_MULTIPLE * c.size)) + 1
         k = max(MIN_NODES_PER_CLASS, k)
+        if budget is not None and used >= budget:
+            k = 0                     # over budget: only greedy's own nodes
         chosen = nodes[:k]
         g = greedy_nodes.get(c.index)
         if g:
