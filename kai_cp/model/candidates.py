@@ -45,6 +45,29 @@ def build_classes(state: ClusterState, greedy: GreedyResult) -> list[PodClass]:
     return classes
 
 
+def greedy_class_nodes(greedy: GreedyResult, classes: list[PodClass]) -> dict[int, list[int]]:
+    """Per class, the node of every pod greedy placed (one entry per pod)."""
+    by_task = {t.key: c.index for c in classes for t in c.tasks}
+    out: dict[int, list[int]] = {}
+    for key, p in greedy.session.placements.items():
+        c = by_task.get(key)
+        if c is not None:
+            out.setdefault(c, []).append(p.node)
+    return out
+
+
+def pair_counts(pair_class: np.ndarray, pair_node: np.ndarray, greedy_nodes: dict[int, list[int]]) -> dict[int, int]:
+    """Pods greedy put on each candidate pair (pair index -> count)."""
+    index = {cn: i for i, cn in enumerate(zip(pair_class.tolist(), pair_node.tolist()))}
+    out: dict[int, int] = {}
+    for c, nodes in greedy_nodes.items():
+        for n in nodes:
+            i = index.get((c, n))
+            if i is not None:
+                out[i] = out.get(i, 0) + 1
+    return out
+
+
 def _per_node_bound(free: np.ndarray, vec: np.ndarray) -> np.ndarray:
     need = vec > 0
     if not need.any():
@@ -65,8 +88,8 @@ def _blocked_by_queue(state: ClusterState, c: PodClass) -> bool:
     return False
 
 
-def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None = None
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None = None,
+                 greedy_nodes: dict[int, list[int]] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(class index, node index, upper bound) per candidate pair.
 
     Classes of jobs greedy started come first (they must stay placeable), then the others in
@@ -77,12 +100,8 @@ def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodCla
     free0 = table.free
     s = greedy.session
     free_after = s.idle + s.releasing
-    greedy_nodes: dict[int, list[int]] = {}
-    by_task = {t.key: c.index for c in classes for t in c.tasks}
-    for key, p in s.placements.items():
-        c = by_task.get(key)
-        if c is not None:
-            greedy_nodes.setdefault(c, []).append(p.node)
+    if greedy_nodes is None:
+        greedy_nodes = greedy_class_nodes(greedy, classes)
 
     ranked_cache: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     cls_out, node_out, ub_out = [], [], []

@@ -14,15 +14,7 @@ class KeepGreedyNodes:
     name = "stability"
 
     def contribute(self, ctx: ModelContext) -> None:
-        pair_index = {cn: i for i, cn in enumerate(zip(ctx.pair_class.tolist(), ctx.pair_node.tolist()))}
-        by_task = {t.key: c.index for c in ctx.classes for t in c.tasks}
-        used: dict[int, int] = {}
-        for key, p in ctx.greedy.session.placements.items():
-            c = by_task.get(key)
-            if c is not None and (c, p.node) in pair_index:
-                i = pair_index[(c, p.node)]
-                used[i] = used.get(i, 0) + 1
+        used = ctx.greedy_counts
         pairs = sorted(used)
-        ctx.greedy_counts = used
         ctx.add_term(self.name, [ctx.x[i] for i in pairs], [WEIGHT * ctx.levels.scale] * len(pairs))
         ctx.levels.added(sum(int(ctx.pair_ub[i]) for i in pairs) * WEIGHT * ctx.levels.scale)
