@@ -26,7 +26,7 @@ DEFAULT_WORKERS = 2
 GREEDY_BASE_SECONDS = 0.15          # measured greedy cost model (bench/bench_cycle.py, 2-core machine):
 GREEDY_SECONDS_PER_JOB_NODE = 8e-8   # ~0.25 s at 900 jobs x 1,000 nodes, ~1 s at 1,100 jobs x 10,000 nodes
 DETERMINISTIC_SHARE = 0.5   # CP-SAT deterministic time per second of time limit (ends the search reproducibly)
-DECODE_RESERVE = 0.06         # seconds kept back from the solver for decoding, output and teardown
+DECODE_RESERVE = 0.08         # seconds kept back from the solver for decoding, output and teardown
 DECODE_SECONDS_PER_POD = 50e-6  # measured: decoding and teardown take ~40-50 us per placement (bench/)
 
 

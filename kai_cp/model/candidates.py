@@ -20,6 +20,8 @@ from kai_cp.state import ClusterState
 
 CAPACITY_MULTIPLE = 3       # candidates should be able to hold this many times the class
 MIN_NODES_PER_CLASS = 4
+NARROW_MULTIPLE = 1.5       # ... once the wide model would take over WIDE_SHARE of the pair budget
+WIDE_SHARE = 0.5
 PAIRS_PER_SECOND = 6_000    # variables the cycle can afford per second of time limit (measured, bench/)
 _COL = {"cpu": 0, "memory": 1, "gpu": 2}
 
@@ -90,6 +92,20 @@ def _blocked_by_queue(state: ClusterState, c: PodClass) -> bool:
 
 def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None = None,
                  greedy_nodes: dict[int, list[int]] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Candidates with wide neighbourhoods while the model stays small, narrow ones beyond:
+    measured on fragmented clusters, a 1 s cycle finds more repacks on a 1,000-node model with
+    1.5x than with 3x, and fewer on a 200-node one."""
+    ranked: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    wide = _select(state, greedy, classes, budget, greedy_nodes, CAPACITY_MULTIPLE, MIN_NODES_PER_CLASS, ranked)
+    if budget is None or len(wide[0]) <= WIDE_SHARE * budget:
+        return wide
+    return _select(state, greedy, classes, budget, greedy_nodes, NARROW_MULTIPLE, 1, ranked)
+
+
+def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None,
+            greedy_nodes: dict[int, list[int]] | None, multiple: float, min_nodes: int,
+            ranked_cache: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]]
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(class index, node index, upper bound) per candidate pair.
 
     Classes of jobs greedy started come first (they must stay placeable), then the others in
@@ -103,7 +119,6 @@ def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodCla
     if greedy_nodes is None:
         greedy_nodes = greedy_class_nodes(greedy, classes)
 
-    ranked_cache: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     cls_out, node_out, ub_out = [], [], []
     started = greedy.started_jobs
     used = 0
@@ -129,8 +144,8 @@ def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodCla
         nodes, ub, cum = cached
         if len(nodes) == 0:
             continue
-        k = int(np.searchsorted(cum, CAPACITY_MULTIPLE * c.size)) + 1
-        k = max(MIN_NODES_PER_CLASS, k)
+        k = int(np.searchsorted(cum, multiple * c.size)) + 1
+        k = max(min_nodes, k)
         if budget is not None and used >= budget:
             k = 0                     # over budget: only greedy's own nodes
         chosen = nodes[:k]
