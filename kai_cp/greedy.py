@@ -13,7 +13,7 @@ from fractions import Fraction
 from kai_cp import capacity
 from kai_cp.fit import Fitter, summarize
 from kai_cp.jobs import BINDING, BOUND, DEFAULT_PODSET, PENDING, RUNNING, JobInfo, TaskInfo
-from kai_cp.ordering import JobQueue, request_vector, tasks_to_allocate
+from kai_cp.ordering import JobQueue, job_order_key, request_vector, tasks_to_allocate
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
 
@@ -139,13 +139,26 @@ class Allocator:
         return (key, walker)
 
 
+def within_queue_depth(jobs: list[JobInfo], depth: int | None, session: Session) -> list[JobInfo]:
+    """`queueDepthPerAction` (spec 2.3): only the first `depth` jobs of each leaf queue, in job
+    order, are considered by the action. KAI drops whatever sits at heap index N (not always the
+    worst job); kai-cp keeps the true top N."""
+    if depth is None or depth < 0:
+        return jobs
+    by_queue: dict[str, list[JobInfo]] = {}
+    for j in jobs:
+        by_queue.setdefault(j.queue, []).append(j)
+    kept = {j.name for js in by_queue.values() for j in sorted(js, key=lambda j: job_order_key(j, session))[:depth]}
+    return [j for j in jobs if j.name in kept]
+
+
 def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyResult:
     """KAI's allocate action over all schedulable jobs, in KAI's queue and job order."""
     session = session or Session.open(state)
     if not state.config.may_allocate:
         return GreedyResult(session, [], {})
     alloc = Allocator(state, session)
-    jobs = state.schedulable_jobs()
+    jobs = within_queue_depth(state.schedulable_jobs(), state.config.queue_depth_per_action.get("allocate"), session)
     queue = JobQueue(session, jobs)
     outcomes: dict[str, JobOutcome] = {}
     order: list[str] = []

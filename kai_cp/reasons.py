@@ -48,6 +48,10 @@ def _pending_reasons(state: ClusterState, greedy: GreedyResult, session: Session
         return [not_ready_message(job)]
     outcome = greedy.outcomes.get(job.name)
     if outcome is None:
+        depth = state.config.queue_depth_per_action.get("allocate")
+        if depth is not None:
+            return [f"not considered this cycle: queueDepthPerAction allows the first {depth} jobs of queue "
+                    f"'{job.queue}' in job order"]
         return ["the job was not considered for allocation this cycle"]
     started = any(t.key in session.placements for t in job.tasks)
     reasons = [msg for _, msg in outcome.errors]

@@ -364,3 +364,19 @@ def test_fair_share_is_reported_for_every_queue(tmp_path: Path) -> None:
         assert all(isinstance(v, (int, float)) and v >= 0 for v in share.values()), (q, share)
     assert fair["a1"]["gpu"] >= 2 and fair["b1"]["gpu"] >= 1      # what is requested and free is shared
     assert fair["dept-a"]["gpu"] + fair["dept-b"]["gpu"] <= 12
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_queue_depth_per_action_limits_the_jobs_considered(engine: str) -> None:
+    """queueDepthPerAction {allocate: 1}: only the first job of each leaf queue in job order is
+    tried this cycle (spec 2.3), even though the second would fit too."""
+    config = {"actions": "allocate", "queueDepthPerAction": {"allocate": 1}}
+    c = Cluster(config=config).node("n1", gpus=8).queue("q")
+    c.job("first", "q", gpus=2)
+    c.job("second", "q", gpus=2)
+    out = cycle(c.doc(), engine).to_json()
+    assert placed(out) == {"default/first-0": "n1"}
+    assert any("queueDepthPerAction" in r for r in reasons(out, "second"))
+    unlimited = cycle(Cluster().node("n1", gpus=8).queue("q").job("first", "q", gpus=2)
+                      .job("second", "q", gpus=2).doc(), engine).to_json()
+    assert set(placed(unlimited)) == {"default/first-0", "default/second-0"}
