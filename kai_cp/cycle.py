@@ -116,7 +116,12 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
                            "GREEDY" if settings.engine == "greedy" else "OPTIMAL", None, None,
                            time.perf_counter() - t0, settings, stats)
     t1 = time.perf_counter()
-    ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit))
+    try:
+        ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit))
+    except OverflowError as e:   # objective range not exact in a double: keep greedy's decisions
+        stats["fallbackReason"] = str(e)
+        return CycleResult(state, greedy.session, greedy, "greedy", "FALLBACK", None, None,
+                           time.perf_counter() - t0, settings, stats)
     t_build = time.perf_counter() - t1
     greedy_objective = ctx.hinted_objective()
     proto = ctx.model.proto

@@ -380,3 +380,15 @@ def test_queue_depth_per_action_limits_the_jobs_considered(engine: str) -> None:
     unlimited = cycle(Cluster().node("n1", gpus=8).queue("q").job("first", "q", gpus=2)
                       .job("second", "q", gpus=2).doc(), engine).to_json()
     assert set(placed(unlimited)) == {"default/first-0", "default/second-0"}
+
+
+def test_objective_overflow_falls_back_to_greedy(monkeypatch) -> None:
+    """A model whose objective range would not be exact in a double is never solved: the cycle
+    keeps greedy's decisions and says why."""
+    import kai_cp.model.build as build
+    monkeypatch.setattr(build, "SAFE_OBJECTIVE", 0)
+    c = Cluster().node("n1", gpus=4).queue("q").job("a", "q", gpus=2)
+    res = cycle(c.doc(), "cp-sat").to_json()
+    assert res["cycle"]["engine"] == "greedy" and res["cycle"]["status"] == "FALLBACK"
+    assert "fallbackReason" in res["cycle"]
+    assert placed(res) == {"default/a-0": "n1"}
