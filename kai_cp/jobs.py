@@ -118,19 +118,6 @@ class JobInfo:
         """Spec 4.5: every PodSet has enough alive, non-gated pods for its minimum."""
         return all(ps.count(ALIVE) - ps.count(frozenset({GATED})) >= ps.min_available for ps in self.podsets.values())
 
-    def elastic_state(self) -> int:
-        """0 below the gang minimum, 1 exactly at it, 2 above it (spec 4.2 rule 2)."""
-        below = above = False
-        for ps in self.podsets.values():
-            n = ps.count(ACTIVE_ALLOCATED)
-            below |= n < ps.min_available
-            above |= n > ps.min_available
-        return 0 if below else (2 if above else 1)
-
-    @property
-    def min_member_total(self) -> int:
-        return sum(ps.min_available for ps in self.podsets.values())
-
     @property
     def is_gang(self) -> bool:
         return any(ps.min_available > 1 for ps in self.podsets.values())

@@ -44,11 +44,6 @@ class NodeInfo:
     gpu_groups: dict[str, GpuGroup] = field(default_factory=dict)
     unreadable_pods: list[str] = field(default_factory=list)
 
-    @property
-    def signature(self) -> tuple:
-        """What static predicates look at: equal signatures give equal predicate answers."""
-        return (tuple(sorted(self.labels.items())), self.taints)
-
 
 def parse_gpu_memory(labels: dict[str, str]) -> tuple[int, bool]:
     raw = labels.get(GPU_MEMORY_LABEL)

@@ -64,9 +64,6 @@ class ModelContext:
     levels: Levels = field(default_factory=Levels)
     greedy_counts: dict[int, int] = field(default_factory=dict)         # pair -> pods greedy put there
 
-    def class_pairs(self, c: int) -> np.ndarray:
-        return np.nonzero(self.pair_class == c)[0]
-
     def add_term(self, name: str, variables: list, coefficients: list[int]) -> None:
         if variables:
             self.terms.append(ObjectiveTerm(name, list(variables), [int(c) for c in coefficients]))
