@@ -6,6 +6,7 @@ pending; the CP-SAT model encodes the same rules as linear constraints in model/
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -22,6 +23,11 @@ def human(value: Fraction, r: str) -> str:
         return "Unlimited"
     v = float(value / _UNIT[r][1])
     return f"{round(v, 3):g}"
+
+
+def room(bound: Fraction, used: Fraction) -> int:
+    """Whole units still allowed under a quota or limit (0 once it is reached or exceeded)."""
+    return max(0, math.floor(bound - used))
 
 
 @dataclass(frozen=True)

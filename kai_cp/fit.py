@@ -21,16 +21,16 @@ NO_NODES_HEADER = "no nodes with enough resources were found"
 def binpack_scores(free_col: np.ndarray, alloc_col: np.ndarray) -> np.ndarray:
     """nodeplacement binpack: 0..9, fuller nodes higher; min/max over nodes having the resource."""
     has = alloc_col > 0
-    out = np.zeros(len(free_col), dtype=np.float64)
     if not has.any():
-        return out
-    lo, hi = free_col[has].min(), free_col[has].max()
-    if hi == 0:
-        return out
-    if lo == hi:
-        out[has] = 9.0
-        return out
-    out[has] = 9.0 * (1.0 - (free_col[has] - lo) / float(hi - lo))
+        return np.zeros(len(free_col), dtype=np.float64)
+    return binpack_between(free_col, has, free_col[has].min(), free_col[has].max())
+
+
+def binpack_between(free_col: np.ndarray, has: np.ndarray, lo, hi) -> np.ndarray:
+    """Binpack scores of some nodes given the min/max free capacity over all nodes offered (5.4)."""
+    out = np.zeros(len(free_col), dtype=np.float64)
+    if hi > 0:
+        out[has] = 9.0 if lo == hi else 9.0 * (1.0 - (free_col[has] - lo) / float(hi - lo))
     return out
 
 
@@ -125,9 +125,7 @@ class Fitter:
             score = np.zeros(len(sub), dtype=np.float64)
             if len(every):
                 column = s.free[every, col]
-                lo, hi = column.min(), column.max()
-                if hi > 0:
-                    score[has] = 9.0 if lo == hi else 9.0 * (1.0 - (free_col[has] - lo) / float(hi - lo))
+                score = binpack_between(free_col, has, column.min(), column.max())
         score = score + 100.0 * fits_idle
         if not needs_gpu:
             score = score + 10.0 * self.cpu_only_node[sub]

@@ -127,7 +127,7 @@ class JobInfo:
         return f"{self.namespace}/{self.name}"
 
 
-def queue_gpu_of_accepted(task: TaskInfo, node_gpu_memory: int | None) -> Fraction:
+def queue_gpu_of_accepted(task: TaskInfo, node_gpu_memory: int | None) -> int | Fraction:
     """GPUs a placed task counts for in queue accounting ("accepted resources", spec 3.2.2)."""
     r = task.request
     if r.kind == "GpuMemory":

@@ -10,6 +10,7 @@ import heapq
 from fractions import Fraction
 from typing import Iterable
 
+from kai_cp.fairshare import allocatable
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.queues import RESOURCES, QueueInfo
 from kai_cp.session import Session
@@ -42,18 +43,14 @@ def tasks_to_allocate(job: JobInfo, session: Session) -> list[TaskInfo]:
 
 def request_vector(tasks: Iterable[TaskInfo], gpu_memory_as_gpus: bool = True) -> dict[str, Fraction]:
     """Sum of requests; GPU-memory tasks count M/100 GPUs (init_resources) or 0 (limit check, 3.6)."""
-    cpu = memory = 0
-    gpu = Fraction(0)
-    whole = 0
+    cpu = memory = gpu = 0
     for t in tasks:
         r = t.request
         cpu += r.cpu
         memory += r.memory
-        if r.kind == "Regular":
-            whole += r.gpus
-        elif r.kind != "GpuMemory" or gpu_memory_as_gpus:
+        if r.kind != "GpuMemory" or gpu_memory_as_gpus:
             gpu += r.gpu_quota
-    return {"cpu": Fraction(cpu), "memory": Fraction(memory), "gpu": gpu + whole}
+    return {"cpu": Fraction(cpu), "memory": Fraction(memory), "gpu": Fraction(gpu)}
 
 
 def job_order_key(job: JobInfo, session: Session) -> tuple:
@@ -67,15 +64,6 @@ def job_order_key(job: JobInfo, session: Session) -> tuple:
 
 
 # -- queue comparison helpers (3.1) -------------------------------------------------------
-def allocatable(q: QueueInfo, r: str) -> Fraction:
-    d, m, f = q.deserved[r], q.limit[r], q.fair_share[r]
-    if d == -1:
-        return m
-    if m != -1:
-        return min(m, max(d, f))
-    return max(d, f)
-
-
 class QueueView:
     """A queue's fixed numbers for ordering, as floats (KAI compares shares in float64)."""
 
@@ -87,7 +75,7 @@ class QueueView:
         self.fair = [float(q.fair_share[r]) for r in RESOURCES]
         base, zero = [], []
         for r in RESOURCES:
-            a = allocatable(q, r)
+            a = allocatable(q.deserved[r], q.limit[r], q.fair_share[r])
             zero.append(a == 0)
             base.append(float(total[r] if a == -1 else a))
         self.share_base, self.zero_alloc = base, zero

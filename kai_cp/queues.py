@@ -7,16 +7,15 @@ Units are converted once here: CPU in millicores, memory quota/limit from MB to 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Iterable
 
 from kai_cp.errors import ObjectWarning
+from kai_cp.jobs import ts_key
 
 RESOURCES = ("cpu", "memory", "gpu")
 UNLIMITED = Fraction(-1)
 DEFAULT_QUEUE_PRIORITY = 100
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MB = 1_000_000
 
 
@@ -48,13 +47,6 @@ class QueueInfo:
     def label(self) -> str:
         """Name used in messages: the display name when set (spec 10.1)."""
         return self.display_name or self.name
-
-
-def _creation_key(ts: datetime | None, name: str) -> tuple:
-    ts = ts or _EPOCH
-    if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=timezone.utc)
-    return (ts.timestamp(), name)
 
 
 def _resource(spec_resources, r: str) -> tuple[Fraction, Fraction, Fraction]:
@@ -89,7 +81,7 @@ def build_queues(queue_objs: Iterable, full_hierarchy_fairness: bool) -> tuple[d
             display_name=(spec.display_name if spec and spec.display_name else ""),
             parent=(spec.parent_queue or None) if spec else None,
             priority=int(priority),
-            creation=_creation_key(q.metadata.creation_timestamp, name),
+            creation=(ts_key(q.metadata.creation_timestamp), name),
             deserved=deserved, limit=limit, weight=weight,
         )
     if not full_hierarchy_fairness:

@@ -57,15 +57,16 @@ class PodRequest:
         return {k: v for k, v in self.scalars if k.startswith(MIG_PREFIX)}
 
     @property
-    def gpu_quota(self) -> Fraction:
-        """GPUs counted for queue accounting while pending (spec 7.1; GPU memory as M/100, 2.2)."""
+    def gpu_quota(self) -> int | Fraction:
+        """GPUs counted for queue accounting while pending (spec 7.1; GPU memory as M/100, 2.2).
+        Whole-GPU requests stay plain ints: exact, and far cheaper to add up than Fractions."""
         if self.kind == "Fraction":
             return Fraction(round(self.gpu_portion * 100), 100) * self.devices
         if self.kind == "GpuMemory":
             return Fraction(self.gpu_memory * self.devices, 100)
         if self.kind == "MigInstance":
             return Fraction(sum(mig_gpus(k) * v // 1000 for k, v in self.mig.items()))
-        return Fraction(self.gpus)
+        return self.gpus
 
     @property
     def needs_gpu(self) -> bool:

@@ -79,7 +79,8 @@ class Session:
     def _account(self, task: TaskInfo, node: int, sign: int) -> None:
         job = self.state.jobs[task.job]
         r = task.request
-        gpu = r.gpus if r.kind == "Regular" else self.queue_vector(task, node)["gpu"]
+        mem = self.state.nodes[node].gpu_memory
+        gpu = queue_gpu_of_accepted(task, mem)
         cpu, mem, gpu = sign * r.cpu, sign * r.memory, sign * gpu
         for q in self.state.queue_path(job.queue):
             a = self.allocated[q.name]

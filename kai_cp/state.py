@@ -338,11 +338,10 @@ def _account_queues(queues: dict[str, QueueInfo], jobs: dict[str, JobInfo], node
             r = t.request
             if t.status in QUEUE_ALLOCATED:
                 accs = (alloc, request)
-                gpu = r.gpus if r.kind == "Regular" else \
-                    queue_gpu_of_accepted(t, nodes[t.node].gpu_memory if t.node in nodes else None)
+                gpu = queue_gpu_of_accepted(t, nodes[t.node].gpu_memory if t.node in nodes else None)
             elif t.status == PENDING:
                 accs = (request,)
-                gpu = r.gpus if r.kind == "Regular" else r.gpu_quota
+                gpu = r.gpu_quota
             else:
                 continue
             for acc in accs:

@@ -33,6 +33,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from .cache import remember
+
 __all__ = [
     "KubeModel",
     "Str",
@@ -196,9 +198,7 @@ def _validate_time(v: Any) -> datetime:
             raise ValueError(f"must be an RFC 3339 time string, got {type(v).__name__}")
         t = _parse_time(v)
         if type(v) is str:
-            if len(_TIME_CACHE) >= _TIME_CACHE_MAX:
-                _TIME_CACHE.clear()
-            _TIME_CACHE[v] = t
+            remember(_TIME_CACHE, _TIME_CACHE_MAX, v, t)
     return t
 
 

@@ -23,6 +23,8 @@ from typing import Annotated, Any, Union
 from kubernetes.utils import parse_quantity
 from pydantic import PlainValidator, WithJsonSchema
 
+from .cache import remember
+
 __all__ = [
     "Quantity",
     "QuantityLike",
@@ -122,9 +124,7 @@ def validate_quantity(value: Any) -> str:
         text = str(value)
     text = _check_text(text)
     if type(value) is str:
-        if len(_KNOWN) >= _KNOWN_MAX:
-            _KNOWN.clear()
-        _KNOWN[value] = text
+        remember(_KNOWN, _KNOWN_MAX, value, text)
     return text
 
 

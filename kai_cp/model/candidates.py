@@ -10,10 +10,9 @@ class. Classes that a queue limit or non-preemptible quota rules out entirely ge
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from kai_cp.capacity import room
 from kai_cp.greedy import GreedyResult
 from kai_cp.model.base import PodClass
 from kai_cp.state import ClusterState
@@ -83,9 +82,9 @@ def _blocked_by_queue(state: ClusterState, c: PodClass) -> bool:
         for r, col in _COL.items():
             if c.vec[col] <= 0:
                 continue
-            if q.limit[r] != -1 and math.floor(q.limit[r] - q.allocated[r]) < c.vec[col]:
+            if q.limit[r] != -1 and room(q.limit[r], q.allocated[r]) < c.vec[col]:
                 return True
-            if not c.job.preemptible and q.deserved[r] != -1 and math.floor(q.deserved[r] - q.allocated_np[r]) < c.vec[col]:
+            if not c.job.preemptible and q.deserved[r] != -1 and room(q.deserved[r], q.allocated_np[r]) < c.vec[col]:
                 return True
     return False
 

@@ -7,19 +7,13 @@ every limited resource the added jobs request; non-preemptible jobs must also st
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-
 from ortools.sat.python import cp_model
 
+from kai_cp.capacity import room
 from kai_cp.model.base import ModelContext
 from kai_cp.queues import RESOURCES
 
 _COL = {"cpu": 0, "memory": 1, "gpu": 2}
-
-
-def _room(bound: Fraction, used: Fraction) -> int:
-    return max(0, math.floor(bound - used))
 
 
 class QueueQuota:
@@ -39,11 +33,11 @@ class QueueQuota:
             for r in RESOURCES:
                 col = _COL[r]
                 if q.limit[r] != -1:
-                    self._cap(ctx, [c for c in cls], pairs_of, col, _room(q.limit[r], q.allocated[r]))
+                    self._cap(ctx, [c for c in cls], pairs_of, col, room(q.limit[r], q.allocated[r]))
                 if q.deserved[r] != -1:
                     np_cls = [c for c in cls if not ctx.classes[c].job.preemptible]
                     if np_cls:
-                        self._cap(ctx, np_cls, pairs_of, col, _room(q.deserved[r], q.allocated_np[r]))
+                        self._cap(ctx, np_cls, pairs_of, col, room(q.deserved[r], q.allocated_np[r]))
 
     @staticmethod
     def _cap(ctx: ModelContext, cls: list[int], pairs_of: dict[int, list[int]], col: int, room: int) -> None:
