@@ -20,9 +20,6 @@ STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.I
           cp_model.MODEL_INVALID: "MODEL_INVALID", cp_model.UNKNOWN: "UNKNOWN"}
 
 
-LARGE_MODEL = 5_000     # variables
-
-
 @dataclass
 class SolveOutcome:
     status: str
@@ -50,14 +47,14 @@ def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool =
     p.max_time_in_seconds = budget
     p.max_deterministic_time = deterministic_limit if deterministic_limit is not None else budget
     # Presolve is what overruns short deadlines on these models (full presolve took ~0.7 s on
-    # 14k variables before the hint was even loaded): keep it to one light pass, and skip it
-    # on large models so the complete greedy hint is a solution from the first instant.
+    # 14k variables before the hint was even loaded), and even one light pass costs more than
+    # it gives. Measured on fragmented 200- and 1,000-node clusters (bench/, 0.45-0.6 s per
+    # solve), cycles proven optimal: one worker without presolve 12/13 and 15/16; one worker
+    # with a light pass 5/13 and 12/16; two interleaved workers with it 4/13 and 3/16. Without
+    # presolve the complete greedy hint is a solution from the first instant.
+    p.cp_model_presolve = False
     p.cp_model_probing_level = 0
     p.symmetry_level = 0
-    p.max_presolve_iterations = 1
-    p.merge_at_most_one_work_limit = 0
-    if len(ctx.x) > LARGE_MODEL or budget < 0.2:
-        p.cp_model_presolve = False
     p.log_search_progress = log
     p.log_to_stdout = False
     lines: list[str] = []
