@@ -19,7 +19,7 @@ each on a freshly built state. GPUs placed = sum of ``p.task.request.gpus`` over
 time is ``time.perf_counter`` around ``run_cycle``.
 
 Upper bounds on the GPUs an engine can place, each in two kinds: ``keep`` keeps every job
-greedy started started (the cycle's model must, so it bounds what kai-cp can reach) and
+greedy started (the cycle's model must, so it bounds what kai-cp can reach) and
 ``free`` does not (pure packing under the same gang and queue rules):
 
 * ``trivial`` (always): min(pending GPU demand of schedulable jobs, idle GPUs on nodes that
@@ -103,6 +103,10 @@ def scenario(nodes: int, seed: int, args: argparse.Namespace) -> tuple[dict[str,
     doc = generate_cluster(nodes, 64 * nodes, None, seed=seed, fragmentation=args.fragmentation,
                            utilization=args.utilization, pending_gpu_ratio=ratio,
                            cpu_per_gpu=args.cpu_per_gpu, mem_per_gpu=args.mem_per_gpu)
+    if args.queue_limits == "none":
+        for q in doc["rawObjects"]["queues"]:
+            for r in q["spec"].get("resources", {}).values():
+                r["limit"] = -1
     return doc, ratio
 
 
@@ -180,8 +184,9 @@ def relaxed_bound(state, greedy, keep: bool, seconds: float = 2.0) -> dict[str, 
     constraints, and node capacity relaxed to "pods of >= t GPUs fit in the GPUs of nodes with
     >= t free": sum(gpus * pods over classes of >= t GPUs) <= sum(free GPUs over usable nodes
     with >= t free) and sum(pods over those classes) <= sum(free // t over those nodes), for
-    every pod size t. Every placement satisfies these, so the optimum bounds any engine; the
-    model has a few hundred variables and solves in milliseconds."""
+    every pod size t, over all classes and again per predicate group (its own usable nodes).
+    Every placement satisfies these, so the optimum bounds any engine; the model has a few
+    hundred variables and solves in milliseconds."""
     from ortools.sat.python import cp_model
     from kai_cp.model.base import ModelContext
     from kai_cp.model.candidates import build_classes
@@ -206,18 +211,25 @@ def relaxed_bound(state, greedy, keep: bool, seconds: float = 2.0) -> dict[str, 
         for job in greedy.started_jobs:
             if job in ctx.starts:
                 model.add(ctx.starts[job] == 1)
-    free = state.table.free[:, state.table.col["gpu"]]
-    usable = np.zeros(len(state.nodes), dtype=bool)
-    for key in {c.tasks[0].predicate_key for c in classes}:
-        usable |= state.predicates.mask(key)
-    free = free[usable]
+    free0 = state.table.free[:, state.table.col["gpu"]]
     gpus = [c.gpus for c in classes]
-    for t in sorted(set(gpus)):
-        members = [i for i, g in enumerate(gpus) if g >= t]
-        nodes = free[free >= t]
-        model.add(cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in members], [gpus[i] for i in members])
-                  <= int(nodes.sum()))
-        model.add(cp_model.LinearExpr.sum([ctx.x[i] for i in members]) <= int((nodes // t).sum()))
+    groups: dict[Any, list[int]] = {}
+    for i, c in enumerate(classes):
+        groups.setdefault(c.tasks[0].predicate_key, []).append(i)
+    usable = np.zeros(len(state.nodes), dtype=bool)
+    for key in groups:
+        usable |= state.predicates.mask(key)
+    # Once over all classes on the nodes any of them may use, and once per predicate group on
+    # the nodes that group may use: pods of a node-selector job only fit where it may run.
+    scopes = [(list(range(len(classes))), usable)] + [(m, state.predicates.mask(k)) for k, m in groups.items()]
+    for members_of_scope, mask in scopes:
+        free = free0[mask]
+        for t in sorted({gpus[i] for i in members_of_scope}):
+            members = [i for i in members_of_scope if gpus[i] >= t]
+            nodes = free[free >= t]
+            model.add(cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in members], [gpus[i] for i in members])
+                      <= int(nodes.sum()))
+            model.add(cp_model.LinearExpr.sum([ctx.x[i] for i in members]) <= int((nodes // t).sum()))
     model.maximize(cp_model.LinearExpr.weighted_sum(ctx.x, gpus))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = seconds
@@ -269,8 +281,10 @@ def run_seed(nodes: int, seed: int, args: argparse.Namespace) -> SeedRun:
 
 
 def best_bound(run: SeedRun, kind: str) -> Optional[int]:
-    """The tightest GPU upper bound of this kind ("keep" or "free") the seed has."""
-    vals = [b["bound"] for k, b in run.bounds.items() if k.endswith(kind) and b.get("bound") is not None]
+    """The tightest GPU upper bound of this kind ("keep" or "free") the seed has. A "free" bound
+    also bounds "keep" (keeping greedy's jobs only adds constraints)."""
+    kinds = ("keep", "free") if kind == "keep" else ("free",)
+    vals = [b["bound"] for k, b in run.bounds.items() if k.endswith(kinds) and b.get("bound") is not None]
     return min(vals) if vals else None
 
 
@@ -287,6 +301,8 @@ def summarize(runs: list[SeedRun]) -> dict[str, Any]:
         "pods": {"greedy": sum(x.pods for x in g), "cp-sat": sum(x.pods for x in c)},
         "cpSatVsGreedy": {"more": sum(d > 0 for d in diff), "equal": sum(d == 0 for d in diff),
                           "fewer": sum(d < 0 for d in diff)},
+        "moreGangs": sum(b.gangs > a.gangs for a, b in zip(g, c)),
+        "fewerGangs": sum(b.gangs < a.gangs for a, b in zip(g, c)),
         "gpuGainPerSeed": {"median": statistics.median(diff), "max": max(diff), "min": min(diff)},
         "wall": {e: {"median": statistics.median(x.wall for x in xs), "max": max(x.wall for x in xs)}
                  for e, xs in (("greedy", g), ("cp-sat", c))},
@@ -322,7 +338,8 @@ def print_size(nodes: int, runs: list[SeedRun], s: dict[str, Any], verbose: bool
           f"(free {s['freeGpus']}, pending {s['pendingGpus']}, trivial bound {s['trivialBound']}); "
           f"gangs greedy {s['gangs']['greedy']}, cp-sat {s['gangs']['cp-sat']}")
     print(f"       cp-sat vs greedy per seed: more {v['more']}, equal {v['equal']}, fewer {v['fewer']}; "
-          f"GPU gain median {s['gpuGainPerSeed']['median']}, max {s['gpuGainPerSeed']['max']}")
+          f"GPU gain median {s['gpuGainPerSeed']['median']}, max {s['gpuGainPerSeed']['max']}; "
+          f"more gangs in {s['moreGangs']}, fewer in {s['fewerGangs']}")
     w = s["wall"]
     print(f"       cycle wall: greedy median {w['greedy']['median']:.3f}s max {w['greedy']['max']:.3f}s; "
           f"cp-sat median {w['cp-sat']['median']:.3f}s max {w['cp-sat']['max']:.3f}s; "
@@ -346,6 +363,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--utilization", type=float, default=UTILIZATION)
     ap.add_argument("--ratio", type=float, nargs=2, default=list(RATIO_RANGE), metavar=("LO", "HI"),
                     help="pending GPU demand / free GPUs, drawn uniformly per seed")
+    ap.add_argument("--queue-limits", choices=("generated", "none"), default="generated",
+                    help="'none' lifts every queue limit (quotas, and so the non-preemptible quota, stay), "
+                         "so that what leaves jobs pending is packing rather than limits")
     ap.add_argument("--cpu-per-gpu", type=float, default=4.0, help="cores per GPU of pending pods")
     ap.add_argument("--mem-per-gpu", type=float, default=32.0, help="GiB per GPU of pending pods")
     ap.add_argument("--bound", action="store_true", help="also solve the unpruned GPU-max bound models")

@@ -339,7 +339,7 @@ def placed_gpus(raw: Raw, out: dict[str, Any]) -> Fraction:
 
 def run(doc: dict[str, Any], engine: str):
     state = build_cluster_state(load_snapshot_dict(doc))
-    return run_cycle(state, CycleSettings(engine=engine, time_limit=TIME_LIMIT, seed=0, workers=2))
+    return run_cycle(state, CycleSettings(engine=engine, time_limit=TIME_LIMIT, seed=0))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
