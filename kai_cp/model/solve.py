@@ -48,10 +48,11 @@ def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool =
     p.max_deterministic_time = deterministic_limit if deterministic_limit is not None else budget
     # Presolve is what overruns short deadlines on these models (full presolve took ~0.7 s on
     # 14k variables before the hint was even loaded), and even one light pass costs more than
-    # it gives. Measured on fragmented 200- and 1,000-node clusters (bench/, 0.45-0.6 s per
-    # solve), cycles proven optimal: one worker without presolve 12/13 and 15/16; one worker
-    # with a light pass 5/13 and 12/16; two interleaved workers with it 4/13 and 3/16. Without
-    # presolve the complete greedy hint is a solution from the first instant.
+    # it gives. Measured by bench/bench_solver.py (the 1 s cycle's own models of fragmented
+    # clusters, 13 per size, 0.5 s per solve), models proven optimal at 200 / 1,000 nodes:
+    # one worker without presolve 10/13 and 13/13; one worker with a light pass 4/13 and 8/13;
+    # two interleaved workers with it 4/13 and 4/13. Without presolve the complete greedy hint
+    # is a solution from the first instant.
     p.cp_model_presolve = False
     p.cp_model_probing_level = 0
     p.symmetry_level = 0
