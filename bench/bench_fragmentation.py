@@ -114,6 +114,14 @@ def fresh_state(doc: dict[str, Any]):
     return build_cluster_state(load_snapshot_dict(doc))
 
 
+def usable_nodes(state, predicate_keys) -> np.ndarray:
+    """Nodes that pass the static predicates of at least one of these keys."""
+    usable = np.zeros(len(state.nodes), dtype=bool)
+    for key in predicate_keys:
+        usable |= state.predicates.mask(key)
+    return usable
+
+
 def cluster_facts(state) -> tuple[int, int, int, int, int]:
     """(idle GPUs, pending GPUs, pending pods, pending jobs, trivial GPU bound)."""
     jobs = state.schedulable_jobs()
@@ -121,9 +129,7 @@ def cluster_facts(state) -> tuple[int, int, int, int, int]:
     gpu_tasks = [t for t in pending if t.request.gpus > 0]
     demand = int(sum(t.request.gpus for t in gpu_tasks))
     idle = state.table.idle[:, state.table.col["gpu"]]
-    usable = np.zeros(len(state.nodes), dtype=bool)
-    for key in {t.predicate_key for t in gpu_tasks}:
-        usable |= state.predicates.mask(key)
+    usable = usable_nodes(state, {t.predicate_key for t in gpu_tasks})
     return int(idle.sum()), demand, len(pending), len(jobs), int(min(demand, idle[usable].sum()))
 
 
@@ -216,9 +222,7 @@ def relaxed_bound(state, greedy, keep: bool, seconds: float = 2.0) -> dict[str, 
     groups: dict[Any, list[int]] = {}
     for i, c in enumerate(classes):
         groups.setdefault(c.tasks[0].predicate_key, []).append(i)
-    usable = np.zeros(len(state.nodes), dtype=bool)
-    for key in groups:
-        usable |= state.predicates.mask(key)
+    usable = usable_nodes(state, groups)
     # Once over all classes on the nodes any of them may use, and once per predicate group on
     # the nodes that group may use: pods of a node-selector job only fit where it may run.
     scopes = [(list(range(len(classes))), usable)] + [(m, state.predicates.mask(k)) for k, m in groups.items()]
@@ -352,7 +356,8 @@ def print_size(nodes: int, runs: list[SeedRun], s: dict[str, Any], verbose: bool
                   f"cp-sat placed more in {b['cpSatMoreWhereRoom']} (bounds took <= {b['boundSecondsMax']:.2f}s)")
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The scenario's settings; bench_solver.py reads its defaults from here too."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=20, help="seeds per size (seed-offset .. +N-1)")
     ap.add_argument("--seed-offset", type=int, default=0)
@@ -373,7 +378,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--bound-max-nodes", type=int, default=200, help="skip the bound models above this size")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per seed")
     ap.add_argument("--json", metavar="PATH", help="write every figure as JSON")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     report: dict[str, Any] = {"settings": {k: v for k, v in vars(args).items() if k != "json"},
                               "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
                               "sizes": {}}

@@ -43,9 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=13)
     ap.add_argument("--budget", type=float, default=0.5, help="wall seconds per solve")
     args = ap.parse_args(argv)
-    scenario_args = argparse.Namespace(fragmentation=bf.FRAGMENTATION, utilization=bf.UTILIZATION,
-                                       ratio=bf.RATIO_RANGE, cpu_per_gpu=4.0, mem_per_gpu=32.0,
-                                       queue_limits="generated")
+    scenario_args = bf.build_parser().parse_args([])    # the fragmentation scenario's defaults
     for nodes in args.sizes:
         models = []
         for seed in range(args.seeds):
