@@ -88,11 +88,16 @@ class Fitter:
             sub = self._subsets[key] = np.nonzero(ok)[0]
         return sub
 
-    def choose(self, task: TaskInfo) -> tuple[int | None, bool]:
-        """KAI's node for this task: best total score among fitting nodes, ties by name. (node, pipelined)."""
+    def choose(self, task: TaskInfo, allowed: np.ndarray | None = None,
+               extra: np.ndarray | None = None) -> tuple[int | None, bool]:
+        """KAI's node for this task: best total score among fitting nodes, ties by name. (node, pipelined).
+
+        `allowed` narrows the nodes to a topology domain (8.3) and `extra` adds per-node scores (8.4)."""
         s = self.session
         vec = self.state.table.vector(task)
         sub = self.subset(task, vec)
+        if allowed is not None:
+            sub = sub[allowed[sub]]
         if len(sub) == 0:
             return None, False
         need = vec > 0
@@ -104,12 +109,15 @@ class Fitter:
             if not fits.any():
                 return None, False
             fits_idle = fits & np.all(s.idle[sub][:, need] >= vec[need], axis=1)
-        score = self._scores(task, sub, fits_idle)
+        score = self._scores(task, sub, fits_idle, allowed)
+        if extra is not None:
+            score = score + extra[sub]
         score = np.where(fits, score, -np.inf)
         i = int(np.argmax(score))
         return int(sub[i]), not bool(fits_idle[i])
 
-    def _scores(self, task: TaskInfo, sub: np.ndarray, fits_idle: np.ndarray) -> np.ndarray:
+    def _scores(self, task: TaskInfo, sub: np.ndarray, fits_idle: np.ndarray,
+                allowed: np.ndarray | None = None) -> np.ndarray:
         s = self.session
         cfg = self.state.config
         needs_gpu = task.request.needs_gpu
@@ -122,6 +130,8 @@ class Fitter:
         else:
             # binpack: min/max over every node that has the resource (spec 5.4), not only the fitting ones
             every = self.has[col]
+            if allowed is not None:
+                every = every[allowed[every]]     # min/max over the node set offered (5.4)
             score = np.zeros(len(sub), dtype=np.float64)
             if len(every):
                 column = s.free[every, col]
@@ -163,22 +173,23 @@ class Fitter:
         order = np.lexsort((sub, s.free[sub, col], ~cpu_only, ~fits_idle))
         return NodeWalker(self.session, sub[order], fits_idle[order], vec, task.request.best_effort)
 
-    def failure_reasons(self, task: TaskInfo) -> Counter:
-        """Per-node first failure, counted (the summary KAI prints for a task)."""
+    def failure_reasons(self, task: TaskInfo, allowed: np.ndarray | None = None) -> Counter:
+        """Per-node first failure, counted (the summary KAI prints for a task), over `allowed` nodes."""
         s = self.session
         t = self.state.table
         vec = t.vector(task)
         short = s.free < vec
         has_short = short.any(axis=1)
         first = short.argmax(axis=1)
+        considered = allowed if allowed is not None else np.ones(len(has_short), dtype=bool)
         counts: Counter = Counter()
-        for c, n in zip(*np.unique(first[has_short], return_counts=True)):
+        for c, n in zip(*np.unique(first[has_short & considered], return_counts=True)):
             name = t.resources[c]
             reason = ("node(s) pod number exceeded" if name == "pods"
                       else f"node(s) didn't have enough resources: {_RESOURCE_REASON.get(name, name)}")
             counts[reason] += int(n)
         codes, texts = self.state.predicates.reasons(task.predicate_key)
-        rest = codes[~has_short]
+        rest = codes[~has_short & considered]
         rest = rest[rest >= 0]
         for c, n in zip(*np.unique(rest, return_counts=True)):
             counts[texts[c]] += int(n)

@@ -10,12 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+import numpy as np
+
 from kai_cp import capacity
 from kai_cp.fit import Fitter, summarize
 from kai_cp.jobs import BINDING, BOUND, DEFAULT_PODSET, PENDING, RUNNING, JobInfo, TaskInfo
 from kai_cp.ordering import JobQueue, job_order_key, request_vector, tasks_to_allocate
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
+from kai_cp.topology import Scope
+from kai_cp.topology_fit import candidate_sets, topology_message
 
 _BOUND_LIKE = frozenset({BINDING, BOUND, RUNNING})
 
@@ -97,23 +101,62 @@ class Allocator:
             outcome.errors.append((fail.reason, fail.message))
             return False
         cp = s.checkpoint()
-        last: tuple | None = None
-        placed_in_podset: dict[str, int] = {}
-        for task in tasks:
-            error = self._place(job, task, last)
-            if isinstance(error, str):
-                msg = gang_message(job, task, placed_in_podset.get(task.podset, 0), s, error)
-                outcome.errors.append(("PodSchedulingErrors", msg))
-                s.rollback(cp)
-                return False
-            last = error
-            placed_in_podset[task.podset] = placed_in_podset.get(task.podset, 0) + 1
+        placed = (self._place_tasks(job, tasks, outcome) if job.scope is None
+                  else self._place_scope(job, job.scope, tasks, None, None, outcome))
+        if not placed:
+            s.rollback(cp)
+            return False
         if should_pipeline(job, s):
             s.convert_to_pipelined(job)
         return True
 
-    def _place(self, job: JobInfo, task: TaskInfo, last: tuple | None):
-        """Place one task; returns (class key, node, idle) on success or the task's fit-error text."""
+    def _place_tasks(self, job: JobInfo, tasks: list[TaskInfo], outcome: JobOutcome,
+                     mask: np.ndarray | None = None, scores: np.ndarray | None = None) -> bool:
+        """Place tasks in order, stopping at the first that fits nowhere (its gang message recorded)."""
+        last: tuple | None = None
+        placed_in_podset: dict[str, int] = {}
+        for task in tasks:
+            error = self._place(job, task, last, mask, scores)
+            if isinstance(error, str):
+                msg = gang_message(job, task, placed_in_podset.get(task.podset, 0), self.session, error)
+                outcome.errors.append(("PodSchedulingErrors", msg))
+                return False
+            last = error
+            placed_in_podset[task.podset] = placed_in_podset.get(task.podset, 0) + 1
+        return True
+
+    def _place_scope(self, job: JobInfo, scope: Scope, tasks: list[TaskInfo], mask: np.ndarray | None,
+                     scores: np.ndarray | None, outcome: JobOutcome) -> bool:
+        """KAI's place_subgroup_set (5.2): try the scope's candidate node sets (8.3) in order; in each,
+        child sub-group sets first (by name), then PodSets, each narrowing the nodes further."""
+        mine = [t for t in tasks if t.podset in scope.podsets]
+        if not mine:
+            return True
+        s = self.session
+        sets, why = candidate_sets(self.state, s, job, scope, mine,
+                                   mask if mask is not None else np.ones(len(self.state.nodes), dtype=bool))
+        if why is not None:
+            outcome.errors.append(("PodSchedulingErrors", topology_message(job, scope, why)))
+            return False
+        first = {t.podset: i for i, t in reversed(list(enumerate(mine)))}
+        children = sorted((c for c in scope.children if not c.is_podset), key=lambda c: c.name) + \
+            sorted((c for c in scope.children if c.is_podset), key=lambda c: first.get(c.name, len(mine)))
+        for node_set in sets:
+            cp = s.checkpoint()
+            node_scores = node_set.scores if node_set.scores is not None else scores
+            if scope.is_podset:
+                ok = self._place_tasks(job, mine, outcome, node_set.mask, node_scores)
+            else:
+                ok = all(self._place_scope(job, child, mine, node_set.mask, node_scores, outcome) for child in children)
+            if ok:
+                return True
+            s.rollback(cp)
+        return False
+
+    def _place(self, job: JobInfo, task: TaskInfo, last: tuple | None, mask: np.ndarray | None = None,
+               scores: np.ndarray | None = None):
+        """Place one task; returns (class key, walker) on success or the task's fit-error text.
+        Inside a topology node set (`mask`) nodes are ranked afresh per task, with the set's scores."""
         if task.request.is_shared_gpu:
             return ("fractional GPU requests (gpu-fraction / gpu-memory) are not placed by this version of "
                     "kai-cp; GPU sharing is a separate module")
@@ -125,6 +168,12 @@ class Allocator:
         cap_err = self._task_capacity_error(job, task)
         if cap_err is not None:
             return summarize({cap_err: len(self.state.nodes)})
+        if mask is not None:
+            node, pipelined = self.fitter.choose(task, mask, scores)
+            if node is None:
+                return summarize(self.fitter.failure_reasons(task, mask))
+            self.session.place(task, node, pipelined)
+            return (None, None)
         key = (task.request, task.predicate_key, task.nominated_node)
         walker = last[1] if last is not None and last[0] == key else None
         if walker is None:

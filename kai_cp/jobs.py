@@ -93,6 +93,7 @@ class JobInfo:
     notes: list[str] = field(default_factory=list)         # warnings about some of its pods
     topology_constraint: object = None
     pod_group: object = None
+    scope: object = None                                   # kai_cp.topology.Scope when topology-constrained
 
     @property
     def tasks(self) -> list[TaskInfo]:

@@ -24,6 +24,7 @@ from kai_cp.nodes import NodeInfo, NodeTable, make_node
 from kai_cp.predicates import PredicateCache, predicate_key
 from kai_cp.queues import RESOURCES, QueueInfo, ancestors, build_queues
 from kai_cp.resources import mig_gpus, pod_request
+from kai_cp.topology import TopologyTree, build_trees, job_scopes
 
 POD_GROUP_ANNOTATION = "pod-group-name"
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
@@ -46,6 +47,7 @@ class ClusterState:
     warnings: list[ObjectWarning] = field(default_factory=list)
     orphan_groups: dict[str, list[str]] = field(default_factory=dict)   # missing PodGroup -> reasons
     snapshot: object = None
+    topologies: dict[str, TopologyTree] = field(default_factory=dict)
 
     def queue_path(self, queue: str) -> list[QueueInfo]:
         return ancestors(self.queues, queue)
@@ -150,7 +152,8 @@ def _podsets(pg) -> tuple[dict[str, PodSet], list[str]]:
     return podsets, problems
 
 
-def _make_job(pg, queues: dict[str, QueueInfo], prio: dict[str, int], default_prio: int) -> JobInfo:
+def _make_job(pg, queues: dict[str, QueueInfo], prio: dict[str, int], default_prio: int,
+              trees: dict[str, TopologyTree]) -> JobInfo:
     spec = pg.spec
     queue = (spec.queue or "") if spec is not None else ""
     pc_name = spec.priority_class_name if spec is not None else None
@@ -162,6 +165,9 @@ def _make_job(pg, queues: dict[str, QueueInfo], prio: dict[str, int], default_pr
                   queue=queue, priority=priority, preemptible=preemptible,
                   creation=ts_key(pg.metadata.creation_timestamp), podsets=podsets, problems=problems,
                   topology_constraint=spec.topology_constraint if spec is not None else None, pod_group=pg)
+    if not problems:
+        job.scope, topo_errors = job_scopes(pg, podsets, trees)
+        job.problems += topo_errors
     if queue not in queues:
         job.problems.append(f"QueueDoesNotExist: Queue '{queue}' does not exist")
     elif not queues[queue].is_leaf:
@@ -191,6 +197,9 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
     queues, qwarn = build_queues(queue_objs, cfg.full_hierarchy_fairness)
     warnings += qwarn
     prio, default_prio = _priorities(raw.priority_classes)
+    trees, topo_problems = build_trees(raw.topologies, [n.labels for n in nodes])
+    for name, reason in topo_problems:
+        warnings.append(ObjectWarning(f"Topology/{name}", "spec.levels", reason))
 
     jobs: dict[str, JobInfo] = {}
     for pg in raw.pod_groups:
@@ -202,11 +211,12 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
             warnings.append(ObjectWarning(f"PodGroup/{pg.metadata.namespace}/{pg.metadata.name}", "metadata.name",
                                           "another PodGroup has the same name; KAI keys jobs by name, this one is ignored"))
             continue
-        jobs[pg.metadata.name] = _make_job(pg, queues, prio, default_prio)
+        jobs[pg.metadata.name] = _make_job(pg, queues, prio, default_prio, trees)
     for job in jobs.values():
         for p in job.problems:
-            warnings.append(ObjectWarning(f"PodGroup/{job.namespace}/{job.name}",
-                                          "spec.queue" if "queue" in p.lower() else "spec.subGroups", p))
+            field_name = ("spec.topologyConstraint" if "topolog" in p.lower() else
+                          "spec.queue" if "queue" in p.lower() else "spec.subGroups")
+            warnings.append(ObjectWarning(f"PodGroup/{job.namespace}/{job.name}", field_name, p))
 
     # Unreadable pods: name them, keep their job informed, keep their node out of use.
     orphan_groups: dict[str, list[str]] = {}
@@ -281,7 +291,7 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
         queues[name].fair_share = dict(share)
     return ClusterState(config=cfg, nodes=nodes, table=table, predicates=PredicateCache(nodes), queues=queues,
                         jobs=jobs, tasks=tasks, total=total, warnings=warnings, orphan_groups=orphan_groups,
-                        snapshot=snap)
+                        snapshot=snap, topologies=trees)
 
 
 def _backed_off(pg, cfg: SchedulerConfig) -> bool:

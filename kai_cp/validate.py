@@ -11,10 +11,35 @@ from fractions import Fraction
 
 import numpy as np
 
-from kai_cp.jobs import ACTIVE_ALLOCATED
+from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo
 from kai_cp.queues import RESOURCES
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
+
+
+def _topology_violations(state: ClusterState, session: Session, job: JobInfo) -> list[str]:
+    out = []
+    index = state.table.index
+    for scope in job.scope.walk():
+        c = scope.constraint
+        if c is None or c.required is None:
+            continue
+        dom = c.tree.domain_of(c.required)
+        new, running = set(), set()
+        for ps in scope.podsets:
+            for t in job.podsets[ps].tasks:
+                p = session.placements.get(t.key)
+                if p is not None:
+                    new.add(int(dom[p.node]))
+                elif t.status in ACTIVE_ALLOCATED and t.node in index:
+                    running.add(int(dom[index[t.node]]))
+        if -1 in new:
+            out.append(f"job {job.name} {scope.label}: a pod is placed on a node outside topology {c.tree.name}")
+        if len(new) > 1 or (running and not new <= running):
+            names = sorted(c.tree.domain_name(c.required, d) for d in new if d >= 0)
+            out.append(f"job {job.name} {scope.label}: new pods span {', '.join(names)} at required level "
+                       f"{c.required_name} (running pods in {len(running)} domain(s))")
+    return out
 
 
 def violations(state: ClusterState, session: Session) -> list[str]:
@@ -38,6 +63,11 @@ def violations(state: ClusterState, session: Session) -> list[str]:
             n = ps.count(ACTIVE_ALLOCATED) + sum(1 for t in ps.tasks if t.key in session.placements)
             if n < ps.min_available:
                 out.append(f"job {name} podset {ps.name}: {n} pods < minMember {ps.min_available}")
+    # Topology: every constrained scope's active pods inside one domain of its required level.
+    for name in placed_jobs:
+        job = state.jobs[name]
+        if job.scope is not None:
+            out += _topology_violations(state, session, job)
     # Queue limits and non-preemptible quota, at every level.
     added: dict[str, dict[str, Fraction]] = {}
     added_np: dict[str, dict[str, Fraction]] = {}

@@ -29,6 +29,8 @@ SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 QUEUE_LABEL = "kai.scheduler/queue"
 NODE_POOL_LABEL = "kai.scheduler/node-pool"
 GPU = "nvidia.com/gpu"
+TOPOLOGY = "net"
+TOPOLOGY_LEVELS = ("topo/zone", "topo/rack")      # rack names repeat across zones: distinct domains
 GI = 1024 ** 3
 
 #: KAI's customary priority classes (train and build-preemptible are preemptible by default).
@@ -151,8 +153,11 @@ def pod(name: str, group: str | None, cpu_m: int = 1000, mem_b: int = GI, gpus: 
 
 def pod_group(name: str, queue_name: str, min_member: int = 1, priority_class: str | None = None,
               preemptibility: str | None = None, sub_groups: list[dict] | None = None,
-              namespace: str = "default", created: int = -700) -> dict[str, Any]:
+              namespace: str = "default", created: int = -700,
+              topology: dict[str, str] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"minMember": min_member, "queue": queue_name}
+    if topology:
+        spec["topologyConstraint"] = topology
     if priority_class:
         spec["priorityClassName"] = priority_class
     if preemptibility:
@@ -181,16 +186,33 @@ def bind_request(pod_name: str, namespace: str, node_name: str) -> dict[str, Any
             "status": {"phase": "Pending"}}
 
 
+def topology_object(name: str, levels: Iterable[str]) -> dict[str, Any]:
+    return {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology",
+            "metadata": {"name": name, "uid": f"uid-topology-{name}", "resourceVersion": "1",
+                         "creationTimestamp": ts(-90 * 86400)},
+            "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}
+
+
+def constraint(topology: str = TOPOLOGY, required: str | None = None, preferred: str | None = None) -> dict[str, str]:
+    out = {"topology": topology}
+    if required:
+        out["requiredTopologyLevel"] = required
+    if preferred:
+        out["preferredTopologyLevel"] = preferred
+    return out
+
+
 def snapshot(nodes: list[dict], queues: list[dict], pods: list[dict], pod_groups: list[dict],
              priority_classes: list[dict] | None = None, config: dict | None = None,
-             bind_requests: list[dict] | None = None, scheduler_params: dict | None = None) -> dict[str, Any]:
+             bind_requests: list[dict] | None = None, scheduler_params: dict | None = None,
+             topologies: list[dict] | None = None) -> dict[str, Any]:
     if priority_classes is None:
         priority_classes = [priority_class(n, v) for n, v in PRIORITY_CLASSES.items()]
     doc: dict[str, Any] = {"rawObjects": {
         "pods": pods, "nodes": nodes, "queues": queues, "podGroups": pod_groups,
         "bindRequests": bind_requests or [], "priorityClasses": priority_classes, "configMaps": [],
         "persistentVolumeClaims": [], "csiStorageCapacities": [], "storageClasses": [], "csiDrivers": [],
-        "resourceClaims": [], "resourceSlices": [], "deviceClasses": [], "topologies": []}}
+        "resourceClaims": [], "resourceSlices": [], "deviceClasses": [], "topologies": topologies or []}}
     if config is not None:
         doc["config"] = config
     if scheduler_params is not None:
@@ -251,6 +273,9 @@ def _draw_nodes(draw, max_nodes: int) -> list[dict]:
             labels["zone"] = draw(st.sampled_from(["z1", "z2"]))
         if _chance(draw, 25):
             labels["fast-disk"] = "true"
+        if _chance(draw, 85):                          # the rest are invisible to topology-constrained jobs
+            labels[TOPOLOGY_LEVELS[0]] = draw(st.sampled_from(["z1", "z2"]))
+            labels[TOPOLOGY_LEVELS[1]] = draw(st.sampled_from(["r1", "r2"]))
         if _chance(draw, 4):
             labels[NODE_POOL_LABEL] = "other"          # another node pool: not this scheduler's node
         taints = [draw(st.sampled_from(TAINTS))] if _chance(draw, 25) else []
@@ -369,11 +394,19 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
             mm = draw(st.integers(1, 4))
             podsets.append((None, mm, mm + draw(st.sampled_from([0, 0, 1, 2]))))
         sub_groups = [{"name": sg, "minMember": mm} for sg, mm, _ in podsets if sg]
+        for g in sub_groups:
+            if _chance(draw, 30):
+                g["topologyConstraint"] = constraint(required=TOPOLOGY_LEVELS[1])
+        topology = None
+        if _chance(draw, 35):
+            topology = constraint(topology="no-such-topology" if _chance(draw, 5) else TOPOLOGY,
+                                  required=draw(st.sampled_from([None, *TOPOLOGY_LEVELS, "no-such-level"])),
+                                  preferred=draw(st.sampled_from([None, TOPOLOGY_LEVELS[1]])))
         if sub_groups and _chance(draw, 30):          # a parent sub-group above the leaves
             sub_groups = [{"name": "all", "minMember": 1}] + [{**g, "parent": "all"} for g in sub_groups]
         groups.append(pod_group(name, qname, min_member=sum(mm for _, mm, _ in podsets), priority_class=pclass,
                                 preemptibility=preempt, sub_groups=sub_groups or None, namespace=ns,
-                                created=created))
+                                created=created, topology=topology))
         k = 0
         for sg, _mm, count in podsets:
             gpus = draw(st.sampled_from([0, 0, 1, 1, 1, 2, 2, 4, 8]))
@@ -408,4 +441,5 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
     if _chance(draw, 20):
         config = placement_config(gpu=draw(st.sampled_from(["binpack", "spread"])),
                                   cpu=draw(st.sampled_from(["binpack", "spread"])))
-    return snapshot(nodes, queues, pods, groups, config=config, bind_requests=binds)
+    return snapshot(nodes, queues, pods, groups, config=config, bind_requests=binds,
+                    topologies=[topology_object(TOPOLOGY, TOPOLOGY_LEVELS)])

@@ -120,6 +120,7 @@ class Raw:
         self.group_of = {k: p["metadata"].get("annotations", {}).get("pod-group-name") for k, p in self.pods.items()}
         self.queues = {q["metadata"]["name"]: q for q in raw["queues"]}
         self.prio = {pc["metadata"]["name"]: pc["value"] for pc in raw.get("priorityClasses", [])}
+        self.topologies = raw.get("topologies", [])
 
     # -- queues ------------------------------------------------------------------------------
     def queue_path(self, name: str) -> list[str]:
@@ -324,12 +325,56 @@ def check_decisions(raw: Raw, out: dict[str, Any]) -> list[str]:
                 errors.append(f"queue {q}: non-preemptible {r} {before_np[q][r]} -> {after_np[q][r]} "
                               f"over quota {quota}")
 
+    errors += topology_errors(raw, placed)
+
     # Every PodGroup left with pending pods is explained.
     explained = {u["podGroup"]: u["reasons"] for u in out["unschedulable"]}
     for g in raw.groups:
         left = [k for k, grp in raw.group_of.items() if grp == g and raw.state[k][0] == "pending" and k not in placed]
         if left and not explained.get(g):
             errors.append(f"PodGroup {g} keeps pending pods {left} but has no unschedulable reason")
+    return errors
+
+
+def topology_errors(raw: Raw, placed: dict[str, str]) -> list[str]:
+    """Required levels (spec 8.2): a constrained scope's active pods share one domain (the label
+    path down to the level) and sit on nodes carrying every level label of the topology."""
+    errors: list[str] = []
+    levels = {t["metadata"]["name"]: [lv["nodeLabel"] for lv in t["spec"]["levels"]] for t in raw.topologies}
+    for g, pg in raw.groups.items():
+        spec = pg["spec"]
+        scopes = [(None, spec.get("topologyConstraint"))] + [
+            (sg["name"], sg.get("topologyConstraint")) for sg in spec.get("subGroups") or []]
+        parents = {sg["name"]: sg.get("parent") for sg in spec.get("subGroups") or []}
+
+        def under(leaf: str | None, scope: str | None) -> bool:
+            while leaf is not None:
+                if leaf == scope:
+                    return True
+                leaf = parents.get(leaf)
+            return scope is None
+        members = [k for k, grp in raw.group_of.items() if grp == g]
+        if not any(k in placed for k in members):
+            continue
+        for scope, c in scopes:
+            if not c or not c.get("topology") or not c.get("requiredTopologyLevel"):
+                continue
+            names = levels.get(c["topology"], [])
+            if c["requiredTopologyLevel"] not in names:
+                errors.append(f"{g}: placed although its constraint names a missing topology or level")
+                continue
+            depth = names.index(c["requiredTopologyLevel"]) + 1
+            def path(n: str) -> tuple:
+                labels = raw.nodes[n]["metadata"].get("labels", {})
+                if any(lv not in labels for lv in names):
+                    errors.append(f"{g}: pod on {n}, which lacks a level label of topology {c['topology']}")
+                return tuple(labels.get(lv) for lv in names[:depth])
+            mine = [k for k in members if under(raw.podset_of(k), scope)]
+            new = {path(placed[k]) for k in mine if k in placed}
+            running = {path(raw.state[k][1]) for k in mine if k not in placed and raw.state[k][0] == "allocated"}
+            if len(new) > 1 or (running and not new <= running):
+                errors.append(f"{g} scope {scope or 'job'}: required {c['requiredTopologyLevel']}: new pods in "
+                              f"{sorted(new)}, running in {sorted(running)}")
     return errors
 
 
@@ -377,6 +422,9 @@ def test_cycle_invariants_hold_for_both_engines(doc: dict[str, Any]) -> None:
     event(f"pipelined: {bool(c_out['pipelined'])}")
     event(f"cp-sat placed more GPUs than greedy: {placed_gpus(raw, c_out) > placed_gpus(raw, g_out)}")
     event(f"some job left pending: {bool(c_out['unschedulable'])}")
+    constrained = {g for g, pg in raw.groups.items() if pg["spec"].get("topologyConstraint")
+                   or any(sg.get("topologyConstraint") for sg in pg["spec"].get("subGroups") or [])}
+    event(f"topology-constrained job placed: {bool(started & constrained)}")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -15,13 +15,15 @@ from kai_cp.model.pipeline import Pipelining
 from kai_cp.model.placement import Placement
 from kai_cp.model.quota import QueueQuota
 from kai_cp.model.stability import KeepGreedyNodes
+from kai_cp.model.topology import Compactness, Topology
 from kai_cp.model.utilisation import Utilisation
 from kai_cp.state import ClusterState
 
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
-CONSTRAINTS: tuple[Concern, ...] = (NodeCapacity(), Gang(), QueueQuota())
+CONSTRAINTS: tuple[Concern, ...] = (NodeCapacity(), Gang(), QueueQuota(), Topology())
 OBJECTIVE_LEVELS: tuple[tuple[Concern, ...], ...] = (
     (KeepGreedyNodes(), Placement(), Pipelining()),     # soft preferences, one level
+    (Compactness(),),                                   # preferred topology levels
     (Utilisation(),),
     (KaiOrder(),),
 )

@@ -15,6 +15,7 @@ import numpy as np
 from kai_cp.capacity import room
 from kai_cp.greedy import GreedyResult
 from kai_cp.model.base import PodClass
+from kai_cp.model.topology import allowed_nodes, grouping_level
 from kai_cp.state import ClusterState
 
 CAPACITY_MULTIPLE = 6       # candidates should be able to hold this many times the class
@@ -89,6 +90,22 @@ def _blocked_by_queue(state: ClusterState, c: PodClass) -> bool:
     return False
 
 
+def _whole_domains(nodes: np.ndarray, ub: np.ndarray, grouping, size: int, multiple: float) -> np.ndarray:
+    """Candidates of a topology-grouped class, a whole domain at a time: domains that can hold the
+    class alone first, best fit (least room) first, until they could hold `target` pods; at least
+    two domains, so the model has a choice greedy did not make (`multiple` x `size` pods)."""
+    constraint, level = grouping
+    dom = constraint.tree.domain_of(level)[nodes]
+    cap = np.zeros(constraint.tree.count(level), dtype=np.int64)
+    np.add.at(cap, dom, np.minimum(ub, 1 << 20))
+    doms = np.unique(dom)
+    order = np.lexsort((doms, cap[doms], cap[doms] < size))
+    doms = doms[order]
+    cum = np.cumsum(cap[doms])
+    n = max(2, int(np.searchsorted(cum, multiple * size)) + 1)
+    return nodes[np.isin(dom, doms[:n])]
+
+
 def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None = None,
                  greedy_nodes: dict[int, list[int]] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Candidates with wide neighbourhoods while the model stays small, narrow ones beyond.
@@ -130,10 +147,13 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         if _blocked_by_queue(state, c):
             continue
         best_effort = c.tasks[0].request.best_effort
-        key = (c.vec.tobytes(), c.tasks[0].predicate_key, best_effort)
+        allowed = allowed_nodes(state, c.job, c.podset)
+        key = (c.vec.tobytes(), c.tasks[0].predicate_key, best_effort, None if allowed is None else allowed.tobytes())
         cached = ranked_cache.get(key)
         if cached is None:
             static = state.predicates.mask(c.tasks[0].predicate_key)
+            if allowed is not None:
+                static = static & allowed
             ub = _per_node_bound(free0, c.vec) if not best_effort else np.full(len(state.nodes), 1 << 40)
             nodes = np.nonzero(static & (ub > 0))[0]
             col = 2 if c.gpus > 0 else 0
@@ -150,7 +170,8 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         k = max(min_nodes, k)
         if budget is not None and used >= budget:
             k = 0                     # over budget: only greedy's own nodes
-        chosen = nodes[:k]
+        grouping = grouping_level(c.job, c.podset)
+        chosen = nodes[:k] if grouping is None or k == 0 else _whole_domains(nodes, ub, grouping, c.size, multiple)
         g = greedy_nodes.get(c.index)
         if g:
             extra = np.setdiff1d(np.unique(g), chosen)

@@ -18,18 +18,35 @@ def decode(ctx: ModelContext, counts: np.ndarray) -> Session:
         per_class.setdefault(int(ctx.pair_class[i]), []).append((int(ctx.pair_node[i]), int(counts[i])))
     # Jobs in KAI's order take idle capacity first; later ones pipeline onto releasing capacity.
     rank = {j: r for r, j in enumerate(ctx.greedy.order)}
+    greedy_node = {k: p.node for k, p in ctx.greedy.session.placements.items()}
     for c in sorted(per_class, key=lambda c: (rank[ctx.classes[c].job.name], c)):
-        cls = ctx.classes[c]
-        tasks = iter(cls.tasks)
-        for node, n in sorted(per_class[c]):
-            for _ in range(n):
-                task = next(tasks)
-                vec = state.table.vector(task)
-                need = vec > 0
-                fits_idle = bool(np.all(session.idle[node, need] >= vec[need]))
-                session.place(task, node, pipelined=not fits_idle)
-    for job_name in {ctx.classes[c].job.name for c in per_class}:
+        for task, node in _assign(ctx.classes[c].tasks, per_class[c], greedy_node):
+            vec = state.table.vector(task)
+            need = vec > 0
+            fits_idle = bool(np.all(session.idle[node, need] >= vec[need]))
+            session.place(task, node, pipelined=not fits_idle)
+    for job_name in sorted({ctx.classes[c].job.name for c in per_class}):
         job = state.jobs[job_name]
         if should_pipeline(job, session):
             session.convert_to_pipelined(job)
     return session
+
+
+def _assign(tasks: list, node_counts: list[tuple[int, int]], greedy_node: dict[str, int]) -> list[tuple]:
+    """Pods of one class onto the chosen counts per node: a pod keeps the node greedy gave it where the
+    model kept a count there (so equal answers name the same pod as KAI), the rest in task order."""
+    left = dict(node_counts)
+    out, rest = [], []
+    for t in tasks:
+        n = greedy_node.get(t.key)
+        if n is not None and left.get(n, 0) > 0:
+            left[n] -= 1
+            out.append((t, n))
+        else:
+            rest.append(t)
+    it = iter(rest)
+    for node in sorted(left):
+        for _ in range(left[node]):
+            out.append((next(it), node))
+    order = {t.key: i for i, t in enumerate(tasks)}
+    return sorted(out, key=lambda tn: order[tn[0].key])

@@ -1,0 +1,233 @@
+"""KAI's topology plugin for the greedy engine (spec 8.3, 8.4): candidate domains of a scope,
+most packed first at the lowest acceptable level, and the preferred-level node scores.
+
+Everything is computed from the session's free capacity with per-domain sums over numpy
+arrays; a scope is tried on each returned node set in turn by the allocator (5.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
+from kai_cp.session import Session
+from kai_cp.state import ClusterState
+from kai_cp.topology import ROOT, Constraint, Scope, TopologyTree
+
+MISSING_RESOURCE_RATIO = 1000.0
+_GPU_COL = 2
+
+
+@dataclass
+class NodeSet:
+    mask: np.ndarray                    # bool per node
+    domain: str                         # the domain's id, for messages
+    scores: np.ndarray | None           # preferred-level node scores (8.4), None without a preference
+
+
+def _domain_sums(dom: np.ndarray, valid: np.ndarray, values: np.ndarray, n_domains: int) -> np.ndarray:
+    """Per-domain sums of per-node rows over valid nodes (exact int64)."""
+    out = np.zeros((n_domains,) + values.shape[1:], dtype=np.int64)
+    idx = np.nonzero(valid)[0]
+    np.add.at(out, dom[idx], values[idx])
+    return out
+
+
+def _homogeneous(vecs: np.ndarray) -> bool:
+    """All or none of the tasks need GPUs, and every other scalar is requested by all or none (8.3)."""
+    requested = vecs > 0
+    return bool(np.all(requested.all(axis=0) | ~requested.any(axis=0)))
+
+
+def scope_demand(state: ClusterState, tasks: list[TaskInfo]) -> tuple[np.ndarray, np.ndarray | None]:
+    """Summed request (pods slots ignored) and, for homogeneous tasks, the element-wise largest pod."""
+    table = state.table
+    vecs = np.stack([table.vector(t) for t in tasks])
+    demand = vecs.sum(axis=0)
+    pods_col = table.col.get("pods")
+    if pods_col is not None:
+        demand[pods_col] = 0
+    return demand, (vecs.max(axis=0) if _homogeneous(vecs) else None)
+
+
+def allocatable_pods(free: np.ndarray, max_pod: np.ndarray, n_tasks: int) -> np.ndarray:
+    """Copies of the largest pod each node can hold (8.3); pod-slot-only pods count every task."""
+    need = max_pod > 0
+    if not need.any():
+        return np.full(free.shape[0], n_tasks, dtype=np.int64)
+    return np.maximum((np.maximum(free[:, need], 0) // max_pod[need]).min(axis=1), 0)
+
+
+def running_domains(job: JobInfo, scope: Scope, session: Session, c: Constraint, state: ClusterState) -> set[int] | None:
+    """Required-level domains already hosting the scope's active pods (8.3), None when there are none."""
+    if c.required is None:
+        return None
+    nodes: list[int] = []
+    for ps in scope.podsets:
+        for t in job.podsets[ps].tasks:
+            p = session.placements.get(t.key)
+            if p is not None:
+                nodes.append(p.node)
+            elif t.status in ACTIVE_ALLOCATED and t.node in state.table.index:
+                nodes.append(state.table.index[t.node])
+    if not nodes:
+        return None
+    dom = c.tree.domain_of(c.required)[nodes]
+    return {int(d) for d in dom if d >= 0}
+
+
+class DomainView:
+    """Free capacity of one tree's domains, for one scope's tasks, at one moment of the session."""
+
+    def __init__(self, state: ClusterState, tree: TopologyTree, valid: np.ndarray, free: np.ndarray,
+                 demand: np.ndarray, max_pod: np.ndarray | None, n_tasks: int):
+        self.tree, self.valid = tree, valid
+        self.demand, self.n_tasks = demand, n_tasks
+        self.need = demand > 0
+        self.free = free
+        self.pods = allocatable_pods(free, max_pod, n_tasks) if max_pod is not None else None
+        self._sums: dict[int, np.ndarray] = {}
+        self._pods: dict[int, np.ndarray] = {}
+
+    def sums(self, level: int) -> np.ndarray:
+        s = self._sums.get(level)
+        if s is None:
+            s = self._sums[level] = _domain_sums(self.tree.domain_of(level), self.valid, self.free, self.tree.count(level))
+        return s
+
+    def pod_counts(self, level: int) -> np.ndarray | None:
+        if self.pods is None:
+            return None
+        s = self._pods.get(level)
+        if s is None:
+            s = self._pods[level] = _domain_sums(self.tree.domain_of(level), self.valid, self.pods, self.tree.count(level))
+        return s
+
+    def ratio(self, level: int) -> np.ndarray:
+        """max over requested resources of demand / free (GPUs as devices); a missing resource counts 1000."""
+        free = self.sums(level)[:, self.need].astype(np.float64)
+        want = self.demand[self.need].astype(np.float64)
+        if want.size == 0:
+            return np.zeros(free.shape[0])
+        with np.errstate(divide="ignore"):
+            r = np.where(free > 0, want / np.maximum(free, 1), MISSING_RESOURCE_RATIO)
+        return r.max(axis=1)
+
+    def fits(self, level: int) -> np.ndarray:
+        pods = self.pod_counts(level)
+        if pods is not None:
+            return pods >= self.n_tasks
+        return self.ratio(level) <= 1.0
+
+
+def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: Scope, tasks: list[TaskInfo],
+                   mask: np.ndarray) -> tuple[list[NodeSet], str | None]:
+    """KAI's `subset_nodes` (8.3): node sets to try in order, or ([], the reason none fits)."""
+    c = scope.constraint
+    if c is None or not tasks:
+        return [NodeSet(mask, "", None)], None
+    tree = c.tree
+    valid = mask & tree.member
+    demand, max_pod = scope_demand(state, tasks)
+    view = DomainView(state, tree, valid, np.where(valid[:, None], session.free, 0), demand, max_pod, len(tasks))
+    start_level, start = _start_domain(tree, valid, c.lowest)
+    if not bool(view.fits(start_level)[start]):
+        where = "the cluster" if start_level == ROOT else tree.domain_name(start_level, start)
+        return [], _shortfall(view, c, start_level, np.array([start]), f"not enough resources in {where} to allocate the job")
+    order_key = _sorted_tree_keys(view, tree, start_level, start, c.lowest)
+    allowed = running_domains(job, scope, session, c, state)
+    sets: list[NodeSet] = []
+    for level in range(c.lowest, c.highest - 1, -1):
+        if level < start_level:
+            break
+        dom = tree.domain_of(level)
+        fits = view.fits(level)
+        cands = [d for d in range(tree.count(level))
+                 if fits[d] and _under(tree, level, d, start_level, start)
+                 and (allowed is None or tree.ancestor(level, d, c.required) in allowed)]
+        cands.sort(key=lambda d: order_key[(level, d)])
+        for d in cands:
+            sets.append(NodeSet(valid & (dom == d), tree.domain_name(level, d), None))
+    if not sets:
+        return [], _shortfall(view, c, c.highest, None, "no domain has enough free resources")
+    if c.preferred is not None:
+        scores = _preferred_scores(view, tree, c.preferred, start_level, start, order_key)
+        for s in sets:
+            s.scores = scores
+    return sets, None
+
+
+def _start_domain(tree: TopologyTree, valid: np.ndarray, lowest: int) -> tuple[int, int]:
+    """Lowest domain holding every valid node, not below the lowest searched level (root if they differ)."""
+    level, domain = ROOT, 0
+    idx = np.nonzero(valid)[0]
+    if len(idx) == 0:
+        return level, domain
+    for lv in range(0, lowest + 1):
+        ds = np.unique(tree.domain[lv, idx])
+        if len(ds) != 1:
+            break
+        level, domain = lv, int(ds[0])
+    return level, domain
+
+
+def _under(tree: TopologyTree, level: int, d: int, start_level: int, start: int) -> bool:
+    return start_level == ROOT or tree.ancestor(level, d, start_level) == start
+
+
+def _sorted_tree_keys(view: DomainView, tree: TopologyTree, start_level: int, start: int, lowest: int) -> dict:
+    """Position of every domain in a left-to-right walk of the tree whose children are sorted by
+    ratio descending, ties by id (most packed first)."""
+    keys: dict[tuple[int, int], tuple] = {(start_level, start if start_level >= 0 else 0): ()}
+    for level in range(start_level + 1, lowest + 1):
+        ratio = view.ratio(level)
+        for d in range(tree.count(level)):
+            own = (-float(ratio[d]), tree.names[level][d])
+            parent = keys.get((level - 1, int(tree.parent[level][d]) if level > 0 else 0), ())
+            keys[(level, d)] = parent + (own,)
+    return keys
+
+
+def _preferred_scores(view: DomainView, tree: TopologyTree, preferred: int, start_level: int, start: int,
+                      order_key: dict) -> np.ndarray:
+    """Nodes of the i-th of n preferred-level domains under the start domain score 10000*floor(10*i/n) (8.4)."""
+    doms = [d for d in range(tree.count(preferred)) if _under(tree, preferred, d, start_level, start)
+            and (preferred, d) in order_key]
+    doms.sort(key=lambda d: order_key[(preferred, d)])
+    per_domain = np.zeros(tree.count(preferred), dtype=np.float64)
+    n = len(doms)
+    for i, d in enumerate(doms, start=1):
+        per_domain[d] = 10000.0 * ((10 * i) // n)
+    dom = tree.domain_of(preferred)
+    return np.where(dom >= 0, per_domain[np.maximum(dom, 0)], 0.0)
+
+
+def _shortfall(view: DomainView, c: Constraint, level: int, domains: np.ndarray | None, fallback: str) -> str:
+    """Why no domain fits, in numbers a user can act on: what the scope needs and what the best domain offers."""
+    tree = c.tree
+    level = max(level, c.highest)
+    label = "the whole topology" if level == ROOT else f"one {tree.levels[level]}"
+    pods = view.pod_counts(level)
+    if pods is not None and view.demand[_GPU_COL] > 0:
+        sums = view.sums(level)[:, _GPU_COL]
+        best = int(sums.max()) if len(sums) else 0
+        best_pods = int(pods.max()) if len(pods) else 0
+        return (f"needs {label} with {view.n_tasks} pods and {int(view.demand[_GPU_COL])} GPUs free; the largest has "
+                f"{best} GPUs free and room for {best_pods} of the pods")
+    if pods is not None:
+        best_pods = int(pods.max()) if len(pods) else 0
+        return f"needs {label} with room for {view.n_tasks} pods; the largest has room for {best_pods}"
+    if view.demand[_GPU_COL] > 0:
+        sums = view.sums(level)[:, _GPU_COL]
+        best = int(sums.max()) if len(sums) else 0
+        return f"needs {label} with {int(view.demand[_GPU_COL])} GPUs free; the largest has {best}"
+    return fallback
+
+
+def topology_message(job: JobInfo, scope: Scope, detail: str) -> str:
+    c = scope.constraint
+    sub = f", subgroup {scope.name}" if scope.depth > 0 else ""
+    return (f"topology {c.tree.name}, requirement {c.required_name} couldn't be satisfied for job "
+            f"{job.namespace}/{job.name}{sub}: {detail}")
