@@ -134,7 +134,8 @@ class Allocator:
             return True
         s = self.session
         sets, why = candidate_sets(self.state, s, job, scope, mine,
-                                   mask if mask is not None else np.ones(len(self.state.nodes), dtype=bool))
+                                   mask if mask is not None else np.ones(len(self.state.nodes), dtype=bool),
+                                   lambda task, allowed: self.fitter.choose(task, allowed, scores)[0])
         if why is not None:
             outcome.errors.append(("PodSchedulingErrors", topology_message(job, scope, why)))
             return False

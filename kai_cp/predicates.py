@@ -12,6 +12,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from kai_cp.nodes import NodeInfo
+from kai_cp.pod_affinity import REASONS as POD_AFFINITY_REASONS, affinity_key
 
 AFFINITY_REASON = "node(s) didn't match Pod's node affinity/selector"
 
@@ -24,8 +25,10 @@ def _freeze(obj):
     return obj
 
 
-def predicate_key(spec) -> tuple:
-    """Hashable summary of everything the static predicates read from a pod spec."""
+def predicate_key(spec, labels: dict[str, str] | None = None, namespace: str = "default") -> tuple:
+    """Hashable summary of everything the static predicates read from a pod: node selector,
+    required node affinity, tolerations and required pod (anti-)affinity (with the pod's labels
+    and namespace, which the terms are matched against; empty for pods without such terms)."""
     selector = _freeze(dict(spec.node_selector or {}))
     terms: tuple = ()
     affinity = spec.affinity
@@ -40,7 +43,7 @@ def predicate_key(spec) -> tuple:
         terms = (tuple(out),)
     tolerations = tuple((t.key or "", t.operator or "Equal", t.value or "", t.effect or "")
                         for t in (spec.tolerations or []))
-    return (selector, terms, tolerations)
+    return (selector, terms, tolerations, affinity_key(spec, labels or {}, namespace))
 
 
 def _match_expr(value_of, key: str, op: str, values: Sequence[str]) -> bool:
@@ -65,7 +68,7 @@ def _match_expr(value_of, key: str, op: str, values: Sequence[str]) -> bool:
 
 
 def affinity_ok(key: tuple, node: NodeInfo) -> bool:
-    selector, terms, _ = key
+    selector, terms = key[0], key[1]
     labels = node.labels
     if any(labels.get(k) != v for k, v in selector):
         return False
@@ -128,7 +131,7 @@ def static_reason(key: tuple, node: NodeInfo) -> str | None:
 
 
 def _label_keys(key: tuple) -> tuple[str, ...]:
-    selector, terms, _ = key
+    selector, terms = key[0], key[1]
     keys = {k for k, _ in selector}
     if terms:
         for exprs, _fields in terms[0]:
@@ -143,8 +146,9 @@ class PredicateCache:
     readiness (a hostname label must not make every node distinct). Each group is evaluated once.
     """
 
-    def __init__(self, nodes: list[NodeInfo]):
+    def __init__(self, nodes: list[NodeInfo], pod_index=None):
         self.nodes = nodes
+        self.pod_index = pod_index        # kai_cp.pod_affinity.PodAffinityIndex: pods on nodes at cycle start
         base: dict[tuple, int] = {}
         self.base_group = np.array([base.setdefault((n.taints, n.not_ready_reason, bool(n.unreadable_pods)), len(base))
                                     for n in nodes], dtype=np.int64)
@@ -190,6 +194,8 @@ class PredicateCache:
             m = np.zeros(len(self.nodes), dtype=bool)
             for idx, rep in self.groups(key):
                 m[idx] = static_reason(key, rep) is None
+            if len(key) > 3 and key[3] and self.pod_index is not None:
+                m &= self.pod_index.reasons(key[3]) == 0
             self._masks[key] = m
         return m
 
@@ -203,5 +209,9 @@ class PredicateCache:
                 reason = static_reason(key, rep)
                 if reason is not None:
                     codes[idx] = seen.setdefault(reason, len(seen))
+            if len(key) > 3 and key[3] and self.pod_index is not None:
+                pod = self.pod_index.reasons(key[3])
+                for code, text in POD_AFFINITY_REASONS.items():
+                    codes[(codes == -1) & (pod == code)] = seen.setdefault(text, len(seen))
             r = self._reasons[key] = (codes, list(seen))
         return r

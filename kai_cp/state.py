@@ -24,7 +24,8 @@ from kai_cp.nodes import NodeInfo, NodeTable, make_node
 from kai_cp.predicates import PredicateCache, predicate_key
 from kai_cp.queues import RESOURCES, QueueInfo, ancestors, build_queues
 from kai_cp.resources import mig_gpus, pod_request
-from kai_cp.topology import TopologyTree, build_trees, job_scopes
+from kai_cp.pod_affinity import ExistingPod, PodAffinityIndex, anti_terms
+from kai_cp.topology import TopologyTree, add_constraint, affinity_constraint, build_trees, job_scopes, plain_scopes
 
 POD_GROUP_ANNOTATION = "pod-group-name"
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
@@ -251,7 +252,7 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
         group = annotations.get(POD_GROUP_ANNOTATION)
         task = TaskInfo(uid=meta.uid or meta.name, name=meta.name, namespace=meta.namespace or "default",
                         job=group, podset=None, status=status, node=node, request=request,
-                        order_key=_task_order_key(pod), predicate_key=predicate_key(pod.spec),
+                        order_key=_task_order_key(pod), predicate_key=predicate_key(pod.spec, labels, meta.namespace or "default"),
                         gpu_groups=groups, nominated_node=(pod.status.nominated_node_name if pod.status else None),
                         scheduler_name=pod.spec.scheduler_name or "default-scheduler",
                         utility=labels.get("app") in UTILITY_APPS, pod=pod)
@@ -281,6 +282,10 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
     for job in jobs.values():
         job.waiting  # computed once here, read by every action and the report
 
+    pod_index = PodAffinityIndex([n.labels for n in nodes], lambda: [
+        ExistingPod(t.pod.metadata.labels or {}, t.namespace, node_by_name[t.node].index, anti_terms(t.pod.spec))
+        for t in other_usage])
+    _gang_affinity(jobs, pod_index, trees, [n.labels for n in nodes])
     total = _capacity(nodes, table, other_usage, cfg)
     _account_queues(queues, jobs, node_by_name)
     fair = compute_fair_share(
@@ -289,9 +294,38 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
         total, cfg.k_value)
     for name, share in fair.items():
         queues[name].fair_share = dict(share)
-    return ClusterState(config=cfg, nodes=nodes, table=table, predicates=PredicateCache(nodes), queues=queues,
+    return ClusterState(config=cfg, nodes=nodes, table=table, predicates=PredicateCache(nodes, pod_index), queues=queues,
                         jobs=jobs, tasks=tasks, total=total, warnings=warnings, orphan_groups=orphan_groups,
                         snapshot=snap, topologies=trees)
+
+
+def _gang_affinity(jobs: dict[str, JobInfo], index: PodAffinityIndex, trees: dict[str, TopologyTree],
+                   node_labels: list[dict[str, str]]) -> None:
+    """Required pod affinity that a gang's pods satisfy among themselves (no existing pod matches)
+    becomes a required one-domain level for the job, or for each PodSet whose pods all carry it."""
+    for job in jobs.values():
+        if job.problems:
+            continue
+        if not any(t.predicate_key[3] for t in job.waiting):
+            continue
+        per_podset: dict[str, set] = {}
+        for ps in job.podsets.values():
+            keys = {t.predicate_key[3] for t in ps.pending} if ps.pending else set()
+            common = None
+            for k in keys:
+                terms = {t.topology_key for t in index.self_matching(k)}
+                common = terms if common is None else common & terms
+            per_podset[ps.name] = common or set()
+        if not any(per_podset.values()):
+            continue
+        root = job.scope or plain_scopes(job.podsets)
+        everywhere = set.intersection(*per_podset.values()) if per_podset else set()
+        for key in sorted(everywhere):
+            root = add_constraint(root, None, affinity_constraint(trees, key, node_labels))
+        for ps, keys in sorted(per_podset.items()):
+            for key in sorted(keys - everywhere):
+                root = add_constraint(root, ps, affinity_constraint(trees, key, node_labels))
+        job.scope = root
 
 
 def _backed_off(pg, cfg: SchedulerConfig) -> bool:

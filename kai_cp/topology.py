@@ -196,3 +196,31 @@ def job_scopes(pg, podsets: dict, trees: dict[str, TopologyTree]) -> tuple[Scope
     if not any(s.constraint is not None for s in root.walk()):
         return None, []
     return root, []
+
+
+def plain_scopes(podsets: dict) -> Scope:
+    """The scope tree of a job without sub-groups' own constraints: the root over its PodSets."""
+    root = Scope("", None, sorted(podsets))
+    root.children = [Scope(name, None, [name], is_podset=True, depth=1) for name in sorted(podsets)]
+    return root
+
+
+def affinity_constraint(trees: dict[str, TopologyTree], key: str, node_labels: list[dict[str, str]]) -> Constraint:
+    """A gang's own required pod affinity on `key`: one domain of a one-level tree (seed 002)."""
+    name = f"pod-affinity:{key}"
+    tree = trees.get(name)
+    if tree is None:
+        tree = trees[name] = build_tree(name, [key], node_labels)
+    return Constraint(tree, 0, None, source="pod-affinity")
+
+
+def add_constraint(root: Scope, podset: str | None, c: Constraint) -> Scope:
+    """Wrap the job (podset None) or one PodSet in an extra constrained scope; returns the root."""
+    if podset is None:
+        return Scope("", c, list(root.podsets), [root], depth=0)
+    for s in root.walk():
+        for i, child in enumerate(s.children):
+            if child.is_podset and child.name == podset:
+                s.children[i] = Scope(child.name, c, [podset], [child], depth=child.depth)
+                return root
+    return root

@@ -8,6 +8,7 @@ arrays; a scope is tried on each returned node set in turn by the allocator (5.2
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -123,13 +124,23 @@ class DomainView:
 
 
 def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: Scope, tasks: list[TaskInfo],
-                   mask: np.ndarray) -> tuple[list[NodeSet], str | None]:
-    """KAI's `subset_nodes` (8.3): node sets to try in order, or ([], the reason none fits)."""
+                   mask: np.ndarray, first_choice: Callable[[TaskInfo, np.ndarray], int | None] | None = None
+                   ) -> tuple[list[NodeSet], str | None]:
+    """KAI's `subset_nodes` (8.3): node sets to try in order, or ([], the reason none fits).
+
+    A gang's own pod affinity keeps KAI's first-pod rule (seed 002): the domain of the node the
+    first pod would take, and no other (`first_choice` gives that node)."""
     c = scope.constraint
     if c is None or not tasks:
         return [NodeSet(mask, "", None)], None
     tree = c.tree
     valid = mask & tree.member
+    if c.source == "pod-affinity" and first_choice is not None:
+        node = first_choice(tasks[0], valid)
+        if node is None:
+            return [], f"no node with label {tree.levels[0]} can take the first pod"
+        dom = tree.domain_of(0)
+        return [NodeSet(valid & (dom == dom[node]), tree.domain_name(0, int(dom[node])), None)], None
     demand, max_pod = scope_demand(state, tasks)
     view = DomainView(state, tree, valid, np.where(valid[:, None], session.free, 0), demand, max_pod, len(tasks))
     start_level, start = _start_domain(tree, valid, c.lowest)
@@ -228,6 +239,9 @@ def _shortfall(view: DomainView, c: Constraint, level: int, domains: np.ndarray 
 
 def topology_message(job: JobInfo, scope: Scope, detail: str) -> str:
     c = scope.constraint
+    if c.source == "pod-affinity":
+        return (f"required pod affinity on {c.tree.levels[0]} couldn't be satisfied for job "
+                f"{job.namespace}/{job.name}: {detail}")
     sub = f", subgroup {scope.name}" if scope.depth > 0 else ""
     return (f"topology {c.tree.name}, requirement {c.required_name} couldn't be satisfied for job "
             f"{job.namespace}/{job.name}{sub}: {detail}")

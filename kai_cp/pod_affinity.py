@@ -1,0 +1,160 @@
+"""Inter-pod affinity and anti-affinity, required terms (spec 5.3: Kubernetes' InterPodAffinity).
+
+Against pods already on nodes the terms are static for the cycle, so they become a node mask
+per pod kind, folded into the predicate cache. Among the pods of one gang, a required affinity
+term the gang's pods satisfy themselves ("all workers in one zone") is the seed-002 case: KAI
+places the first pod anywhere and holds the rest to its domain, never trying another. kai-cp
+turns it into a required level on a one-level topology of the term's `topologyKey`, so the
+model picks the domain for the whole gang at once (kai_cp/topology.py), while the greedy engine
+keeps KAI's first-pod rule (kai_cp/topology_fit.py) as hint and fallback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+AFFINITY_REASON = "node(s) didn't match pod affinity rules"
+ANTI_AFFINITY_REASON = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY_REASON = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+
+@dataclass(frozen=True)
+class Term:
+    match_labels: tuple                   # ((key, value), ...)
+    expressions: tuple                    # ((key, operator, (values...)), ...)
+    namespaces: tuple | None              # None: the pod's own namespace
+    topology_key: str
+
+    def selects(self, labels: dict[str, str], namespace: str, owner_namespace: str) -> bool:
+        if namespace not in (self.namespaces if self.namespaces is not None else (owner_namespace,)):
+            return False
+        if any(labels.get(k) != v for k, v in self.match_labels):
+            return False
+        for k, op, values in self.expressions:
+            present = k in labels
+            if op == "In" and not (present and labels[k] in values):
+                return False
+            if op == "NotIn" and present and labels[k] in values:
+                return False
+            if op == "Exists" and not present:
+                return False
+            if op == "DoesNotExist" and present:
+                return False
+        return True
+
+
+def _terms(raw) -> tuple[Term, ...]:
+    out = []
+    for t in raw or []:
+        t = t if isinstance(t, dict) else t.model_dump(by_alias=True, exclude_none=True)
+        sel = t.get("labelSelector") or {}
+        if not t.get("topologyKey") or not sel:
+            continue      # an empty selector matches nothing (Kubernetes)
+        exprs = tuple((e.get("key"), e.get("operator"), tuple(e.get("values") or ())) for e in sel.get("matchExpressions") or [])
+        ns = tuple(t["namespaces"]) if t.get("namespaces") else None
+        out.append(Term(tuple(sorted((sel.get("matchLabels") or {}).items())), exprs, ns, t["topologyKey"]))
+    return tuple(out)
+
+
+def affinity_key(spec, labels: dict[str, str], namespace: str) -> tuple:
+    """The hashable pod-affinity part of a predicate key: () for pods without pod (anti-)affinity."""
+    aff = spec.affinity
+    if aff is None:
+        return ()
+    raw = aff if isinstance(aff, dict) else aff.model_dump(by_alias=True, exclude_none=True)
+    pa = (raw.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    anti = (raw.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    affinity, anti_terms = _terms(pa), _terms(anti)
+    if not affinity and not anti_terms:
+        return ()
+    return (namespace, tuple(sorted(labels.items())), affinity, anti_terms)
+
+
+def anti_terms(spec) -> tuple[Term, ...]:
+    """A running pod's own required anti-affinity terms (they also keep new pods away)."""
+    aff = spec.affinity
+    if aff is None or getattr(aff, "pod_anti_affinity", None) is None:
+        return ()
+    raw = aff.model_dump(by_alias=True, exclude_none=True)
+    return _terms((raw.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+
+@dataclass
+class ExistingPod:
+    labels: dict[str, str]
+    namespace: str
+    node: int
+    anti: tuple[Term, ...]               # its own required anti-affinity terms (symmetric check)
+
+
+class PodAffinityIndex:
+    """Pods on nodes at cycle start, and node label values per topology key."""
+
+    def __init__(self, node_labels: list[dict[str, str]], pods: Callable[[], list[ExistingPod]]):
+        self.node_labels = node_labels
+        self._make_pods = pods            # built on first use: most clusters have no pod affinity at all
+        self._pods: list[ExistingPod] | None = None
+        self._codes: dict[str, tuple[np.ndarray, dict[str, int]]] = {}
+
+    @property
+    def pods(self) -> list[ExistingPod]:
+        if self._pods is None:
+            self._pods = self._make_pods()
+        return self._pods
+
+    def codes(self, key: str) -> tuple[np.ndarray, dict[str, int]]:
+        """Per node, the code of its value for `key` (-1 without the label)."""
+        c = self._codes.get(key)
+        if c is None:
+            values: dict[str, int] = {}
+            arr = np.array([values.setdefault(l[key], len(values)) if key in l else -1 for l in self.node_labels],
+                           dtype=np.int64)
+            c = self._codes[key] = (arr, values)
+        return c
+
+    def self_matching(self, key: tuple) -> list[Term]:
+        """Affinity terms no existing pod satisfies but the pod satisfies itself: the gang decides."""
+        if not key:
+            return []
+        namespace, labels, affinity, _ = key
+        labels = dict(labels)
+        return [t for t in affinity if not any(t.selects(p.labels, p.namespace, namespace) for p in self.pods)
+                and t.selects(labels, namespace, namespace)]
+
+    def reasons(self, key: tuple) -> np.ndarray:
+        """Per node: 0 passes, 1 affinity, 2 anti-affinity, 3 existing pods' anti-affinity."""
+        n = len(self.node_labels)
+        out = np.zeros(n, dtype=np.int64)
+        if not key:
+            return out
+        namespace, labels, affinity, anti = key
+        labels = dict(labels)
+        for t in affinity:
+            codes, _ = self.codes(t.topology_key)
+            hosts = [p.node for p in self.pods if t.selects(p.labels, p.namespace, namespace)]
+            if hosts:
+                ok = np.isin(codes, codes[hosts][codes[hosts] >= 0])
+            elif t.selects(labels, namespace, namespace):
+                ok = codes >= 0               # the gang's first pod opens the domain (Kubernetes' rule)
+            else:
+                ok = np.zeros(n, dtype=bool)
+            out[(out == 0) & ~ok] = 1
+        for t in anti:
+            codes, _ = self.codes(t.topology_key)
+            hosts = [p.node for p in self.pods if t.selects(p.labels, p.namespace, namespace)]
+            if hosts:
+                bad = np.isin(codes, codes[hosts][codes[hosts] >= 0]) & (codes >= 0)
+                out[(out == 0) & bad] = 2
+        for p in self.pods:
+            for t in p.anti:
+                if t.selects(labels, namespace, p.namespace):
+                    codes, _ = self.codes(t.topology_key)
+                    if codes[p.node] >= 0:
+                        out[(out == 0) & (codes == codes[p.node])] = 3
+        return out
+
+
+REASONS = {1: AFFINITY_REASON, 2: ANTI_AFFINITY_REASON, 3: EXISTING_ANTI_AFFINITY_REASON}
