@@ -115,3 +115,44 @@ def test_min_racks_respects_the_required_level() -> None:
     assert view.min_racks(gang, 4, free) == 2
     free = dict(free, n2=0, n6=0)              # b1 holds 1 slot, b2 2: no block holds the gang
     assert view.min_racks(gang, 4, free) is None
+
+
+bt = _load("bench_topology")
+
+
+def test_scale_test_cluster_is_seeded_and_constrained() -> None:
+    shape = bt.Shape(zones=2, blocks=2, racks=2, nodes_per_rack=2)
+    a, b = bt.build_cluster(3, shape), bt.build_cluster(3, shape)
+    assert a == b and a != bt.build_cluster(4, shape)
+    view = tm.TopologyView(a)
+    assert len(view.labels) == 16 and sum(view.free.values()) == 128 - round(0.3 * 128)
+    assert len(set(view.domains("cluster-topology", RACK).values())) == 8     # rack names repeat per block
+    pending = sum(sum(g.gpus) for g in view.gangs.values())
+    assert 0.9 * 128 <= round(0.3 * 128) + pending < 0.9 * 128 + 8 * 64
+    assert view.gangs and all(g.topology == "cluster-topology" and (g.required or g.preferred)
+                              for g in view.gangs.values())
+
+
+def test_required_bound_counts_what_fits() -> None:
+    view = tm.TopologyView(doc())
+    view.gangs = {k: g for k, g in view.gangs.items() if k in ("a", "c")}
+    assert bt.required_bound(view, 5.0)[0] == 2        # a in b1 or b2, c in any rack with 2+2 GPUs
+    d = doc()
+    d["rawObjects"]["pods"] += [tm_pod for tm_pod in (pod(f"c{i}", "c", 2) for i in range(2, 18))]
+    d["rawObjects"]["podGroups"][2]["spec"]["minMember"] = 18     # 36 GPUs: more than any rack
+    view = tm.TopologyView(d)
+    view.gangs = {k: g for k, g in view.gangs.items() if k in ("a", "c")}
+    assert bt.required_bound(view, 5.0)[0] == 1
+
+
+def test_required_bound_shares_capacity_between_gangs() -> None:
+    """Three gangs of 2 x 8 GPUs each requiring one rack: only b1/r1 and b2/r2 have two whole
+    free nodes, and each holds one gang, so at most two of the three."""
+    d = doc()
+    raw = d["rawObjects"]
+    for name in ("d", "e", "f"):
+        raw["pods"] += [pod(f"{name}{i}", name, 8) for i in range(2)]
+        raw["podGroups"].append(group(name, 2, required=RACK))
+    view = tm.TopologyView(d)
+    view.gangs = {k: g for k, g in view.gangs.items() if k in ("d", "e", "f")}
+    assert bt.required_bound(view, 5.0)[0] == 2
