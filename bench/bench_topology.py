@@ -20,8 +20,9 @@ Per seed and engine (``kai_cp.cycle.run_cycle`` on a fresh state; wall time arou
 gangs admitted, required-topology gangs admitted, GPUs placed, for the placed multi-pod gangs
 the share with zero excess racks (definitions in bench/topology_metrics.py: the minimum is the
 fewest racks whose cycle-start free GPU slots hold the gang's placed pods, inside one domain of
-its required level, any of them, or cluster-wide without one; "given others" also subtracts
-what the other gangs took in the same cycle), required-level violations, the independent
+its required level, any of them, or cluster-wide without one -- the acceptance figure; "in
+domain" counts only the domain the engine chose, "given others" also subtracts what the other
+gangs took in the same cycle), required-level violations, the independent
 validator's findings (kai_cp/validate.py) and the cycle time. Per seed also an upper bound on
 required-topology gangs admitted by any engine (``required_bound``). Then medians and the
 acceptance checks of issue 6.
@@ -241,6 +242,7 @@ class EngineRun:
     multi: int                 # placed multi-pod gangs with a rack minimum
     zero_excess: int
     zero_excess_given_others: int
+    zero_excess_in_domain: int
     excess_racks: int          # summed over placed multi-pod gangs
     violations: int            # required-level violations
     validator: int             # other invariant violations found by kai_cp/validate.py
@@ -276,6 +278,7 @@ def run_engine(doc: dict[str, Any], view: TopologyView, engine: str, args: argpa
         engine, result.status if engine == "greedy" else f"{result.status}/{result.stats.get('solverStatus', '-')}",
         wall, len(figs), sum(f.required for f in figs), sum(f.gpus for f in figs), sum(f.pods for f in figs),
         len(multi), sum(f.excess == 0 for f in multi), sum(f.excess_given_others == 0 for f in multi),
+        sum(f.excess_in_domain == 0 for f in multi),
         sum(f.excess for f in multi), len(bad), len(violations(state, result.session)),
         [f"{f.name}: {f.violation}" for f in bad[:3]])
 
@@ -309,10 +312,11 @@ def print_seed(s: SeedRun) -> None:
           f"pending in {s.gangs} gangs ({s.gangs_required} require a domain); required gangs admissible "
           f"<= {s.bound_required if s.bound_required is not None else '-'} ({s.bound_method})")
     print(f"  {'engine':<8}{'gangs':>6}{'req':>5}{'GPUs':>7}{'pods':>6}{'multi':>6}{'0-excess':>9}"
-          f"{'(others)':>9}{'excess':>7}{'viol':>5}{'valid':>6}{'wall s':>8}  status")
+          f"{'(domain)':>9}{'(others)':>9}{'excess':>7}{'viol':>5}{'valid':>6}{'wall s':>8}  status")
     for e in s.engines.values():
         print(f"  {e.engine:<8}{e.gangs:>6}{e.gangs_required:>5}{e.gpus:>7.0f}{e.pods:>6}{e.multi:>6}"
-              f"{pct(e.zero_excess, e.multi):>9}{pct(e.zero_excess_given_others, e.multi):>9}{e.excess_racks:>7}"
+              f"{pct(e.zero_excess, e.multi):>9}{pct(e.zero_excess_in_domain, e.multi):>9}"
+              f"{pct(e.zero_excess_given_others, e.multi):>9}{e.excess_racks:>7}"
               f"{e.violations:>5}{e.validator:>6}{e.wall:>8.3f}  {e.status}")
         for ex in e.examples:
             print(f"    violation: {ex}")
@@ -325,7 +329,7 @@ def med(xs: list[float]) -> float:
 def summarize(seeds: list[SeedRun], engines: list[str]) -> dict[str, Any]:
     """Medians per engine and issue 6's acceptance checks (printed and returned)."""
     print(f"\n== summary over {len(seeds)} seeds (medians; 0-excess pooled over seeds) ==")
-    print(f"  {'engine':<8}{'gangs':>7}{'req':>6}{'GPUs':>8}{'0-excess':>9}{'(others)':>9}{'viol':>6}"
+    print(f"  {'engine':<8}{'gangs':>7}{'req':>6}{'GPUs':>8}{'0-excess':>9}{'(domain)':>9}{'(others)':>9}{'viol':>6}"
           f"{'valid':>6}{'wall med':>9}{'wall max':>9}")
     out: dict[str, Any] = {"engines": {}, "checks": {}}
     for name in engines:
@@ -333,13 +337,16 @@ def summarize(seeds: list[SeedRun], engines: list[str]) -> dict[str, Any]:
         multi = sum(r.multi for r in runs)
         row = {"gangs": med([r.gangs for r in runs]), "required": med([r.gangs_required for r in runs]),
                "gpus": med([r.gpus for r in runs]), "zeroExcessShare": sum(r.zero_excess for r in runs) / multi
-               if multi else None, "zeroExcessGivenOthersShare": sum(r.zero_excess_given_others for r in runs) / multi
+               if multi else None,
+               "zeroExcessInDomainShare": sum(r.zero_excess_in_domain for r in runs) / multi if multi else None,
+               "zeroExcessGivenOthersShare": sum(r.zero_excess_given_others for r in runs) / multi
                if multi else None, "violations": sum(r.violations for r in runs),
                "validator": sum(r.validator for r in runs), "wallMedian": med([r.wall for r in runs]),
                "wallMax": max((r.wall for r in runs), default=float("nan"))}
         out["engines"][name] = row
         print(f"  {name:<8}{row['gangs']:>7.1f}{row['required']:>6.1f}{row['gpus']:>8.0f}"
-              f"{pct(sum(r.zero_excess for r in runs), multi):>9}{pct(sum(r.zero_excess_given_others for r in runs), multi):>9}"
+              f"{pct(sum(r.zero_excess for r in runs), multi):>9}{pct(sum(r.zero_excess_in_domain for r in runs), multi):>9}"
+              f"{pct(sum(r.zero_excess_given_others for r in runs), multi):>9}"
               f"{row['violations']:>6}{row['validator']:>6}{row['wallMedian']:>9.3f}{row['wallMax']:>9.3f}")
     if {"greedy", "cp-sat"} <= set(engines):
         pairs = [(s, s.engines["cp-sat"], s.engines["greedy"]) for s in seeds]
@@ -402,8 +409,9 @@ def main(argv: Optional[list[str]] = None) -> int:
           f"{', '.join(args.engines)}, time limit {args.time_limit}s; {args.seeds} seeds from {args.seed}; "
           f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
     print("columns: gangs/req = gangs admitted / of them requiring a domain; multi = placed multi-pod gangs; "
-          "0-excess = share of them in the fewest racks that could hold them at cycle start ((others): "
-          "given the other gangs' placements); excess = racks over the minimum, summed; viol = required-level "
+          "0-excess = share of them in the fewest racks that could hold them at cycle start, in any domain of "
+          "their required level ((domain): in the domain the engine chose; (others): any domain, given the other "
+          "gangs' placements); excess = racks over the minimum, summed; viol = required-level "
           "violations; valid = other findings of kai_cp/validate.py")
     seeds = []
     for seed in range(args.seed, args.seed + args.seeds):

@@ -24,7 +24,10 @@ Definitions (kai-semantics.md 8.1, 8.2):
   without one, over all racks of the topology. It is optimistic in two ways: it ignores other
   gangs placed in the same cycle (``min_racks_given_others`` subtracts them) and CPU, memory,
   taints and selectors (GPUs bind in bench_topology.py's clusters). Gangs whose pods ask for
-  different GPU counts get no minimum (None).
+  different GPU counts get no minimum (None). ``min_racks_in_domain`` is the same minimum
+  inside the one required-level domain the engine chose (so excess there is spreading inside
+  the domain, not the choice of domain); for gangs without a required level it equals
+  ``min_racks``.
 * **Excess racks** = racks used - minimum racks.
 """
 
@@ -94,10 +97,17 @@ class GangFigures:
     racks: Optional[int]                 # None: single-pod gang or no rack level
     min_racks: Optional[int]
     min_racks_given_others: Optional[int]
+    min_racks_in_domain: Optional[int] = None
 
     @property
     def excess(self) -> Optional[int]:
         return None if self.racks is None or self.min_racks is None else self.racks - self.min_racks
+
+    @property
+    def excess_in_domain(self) -> Optional[int]:
+        if self.racks is None or self.min_racks_in_domain is None:
+            return None
+        return self.racks - self.min_racks_in_domain
 
     @property
     def excess_given_others(self) -> Optional[int]:
@@ -191,9 +201,11 @@ class TopologyView:
                 sorted("/".join(p) for p in paths if p is not None)[:4])
         return None
 
-    def min_racks(self, gang: Gang, pods: int, free: dict[str, float]) -> Optional[int]:
+    def min_racks(self, gang: Gang, pods: int, free: dict[str, float],
+                  domain: Optional[tuple[str, ...]] = None) -> Optional[int]:
         """Fewest racks holding ``pods`` pods of ``gang`` with ``free`` GPUs per node (module
-        docstring); None when the gang's pods differ in size or nothing can hold them."""
+        docstring), inside ``domain`` of its required level when given; None when the gang's
+        pods differ in size or nothing can hold them."""
         g = gang.pod_gpus
         topo = self.rack_topology(gang)
         if g is None or topo is None:
@@ -212,7 +224,7 @@ class TopologyView:
                 slots[scope.get(node) if scope is not None else ()][rack] += s
         best: Optional[int] = None
         for key, per_rack in slots.items():
-            if key is None:
+            if key is None or (domain is not None and key != domain):
                 continue
             total, k = 0, 0
             for s in sorted(per_rack.values(), reverse=True):
@@ -238,19 +250,24 @@ class TopologyView:
             gang, placed = self.gangs[name], by_gang[name]
             nodes = [n for _, n in placed]
             gpus = sum(self.gpus_by_pod.get(p, 0.0) for p, _ in placed)
-            racks = mine = mine_others = None
+            racks = mine = mine_others = mine_domain = None
             topo = self.rack_topology(gang)
             if len(placed) >= 2 and topo is not None:
                 rack_of = self.domains(topo, self.rack_label)
                 racks = len({rack_of.get(n) for n in nodes})
-                mine = self.min_racks(gang, len(placed), self.free)
+                mine = mine_domain = self.min_racks(gang, len(placed), self.free)
+                violation = self.violation(gang, nodes + gang.running_nodes)
+                if gang.required and gang.topology == topo and not violation:
+                    chosen = self.domains(topo, gang.required).get(nodes[0])
+                    mine_domain = self.min_racks(gang, len(placed), self.free, chosen)
                 own: dict[str, float] = defaultdict(float)
                 for p, n in placed:
                     own[n] += self.gpus_by_pod.get(p, 0.0)
                 mine_others = self.min_racks(gang, len(placed),
                                              {n: f + own.get(n, 0.0) for n, f in residual.items()})
             out.append(GangFigures(name, len(placed), gpus, bool(gang.required),
-                                   self.violation(gang, nodes + gang.running_nodes), racks, mine, mine_others))
+                                   self.violation(gang, nodes + gang.running_nodes), racks, mine, mine_others,
+                                   mine_domain))
         return out
 
 

@@ -156,3 +156,23 @@ def test_required_bound_shares_capacity_between_gangs() -> None:
     view = tm.TopologyView(d)
     view.gangs = {k: g for k, g in view.gangs.items() if k in ("d", "e", "f")}
     assert bt.required_bound(view, 5.0)[0] == 2
+
+
+def test_min_racks_in_the_chosen_domain() -> None:
+    """a (4 x 4 GPUs, required block) on b2: b2/r2 alone holds it, as b1/r1 does; placed on
+    b2/r1 + b2/r2 it spreads inside its domain."""
+    view = tm.TopologyView(doc())
+    figs = {f.name: f for f in view.judge([("ns/a0", "n4"), ("ns/a1", "n5"), ("ns/a2", "n6"), ("ns/a3", "n7")])}
+    a = figs["a"]
+    assert a.violation is None and a.racks == 2 and a.min_racks == 1 and a.min_racks_in_domain == 1
+    assert a.excess == a.excess_in_domain == 1
+
+
+def test_chosen_domain_needing_more_racks_is_no_excess_in_domain() -> None:
+    d = doc()
+    d["rawObjects"]["pods"] += [pod("x0", "x", 4, "n6"), pod("x1", "x", 4, "n7")]   # b2/r2: 2 slots of 4
+    view = tm.TopologyView(d)
+    figs = {f.name: f for f in view.judge([("ns/a0", "n4"), ("ns/a1", "n5"), ("ns/a2", "n6"), ("ns/a3", "n7")])}
+    a = figs["a"]
+    assert a.racks == 2 and a.min_racks == 1 and a.min_racks_in_domain == 2      # b1/r1 alone would do
+    assert a.excess == 1 and a.excess_in_domain == 0
