@@ -21,7 +21,8 @@ Definitions (kai-semantics.md 8.1, 8.2):
   (allocatable minus running pods, on Ready uncordoned nodes). Taking the racks with the most
   slots first is exact for this count. With a required level the racks must lie in one domain
   of that level: the minimum over all such domains (not only the one the engine chose);
-  without one, over all racks of the topology. It is optimistic in two ways: it ignores other
+  without one, and for a gang that violates its required level, over all racks of the
+  topology. It is optimistic in two ways: it ignores other
   gangs placed in the same cycle (``min_racks_given_others`` subtracts them) and CPU, memory,
   taints and selectors (GPUs bind in bench_topology.py's clusters). Gangs whose pods ask for
   different GPU counts get no minimum (None). ``min_racks_in_domain`` is the same minimum
@@ -202,17 +203,17 @@ class TopologyView:
         return None
 
     def min_racks(self, gang: Gang, pods: int, free: dict[str, float],
-                  domain: Optional[tuple[str, ...]] = None) -> Optional[int]:
+                  domain: Optional[tuple[str, ...]] = None, scoped: bool = True) -> Optional[int]:
         """Fewest racks holding ``pods`` pods of ``gang`` with ``free`` GPUs per node (module
-        docstring), inside ``domain`` of its required level when given; None when the gang's
-        pods differ in size or nothing can hold them."""
+        docstring), inside ``domain`` of its required level when given, cluster-wide when not
+        ``scoped``; None when the gang's pods differ in size or nothing can hold them."""
         g = gang.pod_gpus
         topo = self.rack_topology(gang)
         if g is None or topo is None:
             return None
         racks = self.domains(topo, self.rack_label)
         scope = None
-        if gang.required and gang.topology == topo and gang.required in self.levels[topo]:
+        if scoped and gang.required and gang.topology == topo and gang.required in self.levels[topo]:
             scope = self.domains(topo, gang.required)
         slots: dict[Any, dict[tuple[str, ...], int]] = defaultdict(lambda: defaultdict(int))
         for node, f in free.items():
@@ -255,8 +256,8 @@ class TopologyView:
             if len(placed) >= 2 and topo is not None:
                 rack_of = self.domains(topo, self.rack_label)
                 racks = len({rack_of.get(n) for n in nodes})
-                mine = mine_domain = self.min_racks(gang, len(placed), self.free)
                 violation = self.violation(gang, nodes + gang.running_nodes)
+                mine = mine_domain = self.min_racks(gang, len(placed), self.free, scoped=not violation)
                 if gang.required and gang.topology == topo and not violation:
                     chosen = self.domains(topo, gang.required).get(nodes[0])
                     mine_domain = self.min_racks(gang, len(placed), self.free, chosen)
@@ -264,7 +265,8 @@ class TopologyView:
                 for p, n in placed:
                     own[n] += self.gpus_by_pod.get(p, 0.0)
                 mine_others = self.min_racks(gang, len(placed),
-                                             {n: f + own.get(n, 0.0) for n, f in residual.items()})
+                                             {n: f + own.get(n, 0.0) for n, f in residual.items()},
+                                             scoped=not violation)
             out.append(GangFigures(name, len(placed), gpus, bool(gang.required),
                                    self.violation(gang, nodes + gang.running_nodes), racks, mine, mine_others,
                                    mine_domain))
