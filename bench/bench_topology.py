@@ -247,6 +247,7 @@ class EngineRun:
     violations: int            # required-level violations
     validator: int             # other invariant violations found by kai_cp/validate.py
     examples: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)   # the cycle's own timings and fallback reason
 
 
 @dataclass
@@ -282,7 +283,9 @@ def run_engine(doc: dict[str, Any], view: TopologyView, engine: str, args: argpa
         zero_excess_given_others=sum(f.excess_given_others == 0 for f in multi),
         zero_excess_in_domain=sum(f.excess_in_domain == 0 for f in multi),
         excess_racks=sum(f.excess for f in multi), violations=len(bad),
-        validator=len(violations(state, result.session)), examples=[f"{f.name}: {f.violation}" for f in bad[:3]])
+        validator=len(violations(state, result.session)), examples=[f"{f.name}: {f.violation}" for f in bad[:3]],
+        stats={k: v for k, v in result.stats.items()
+               if k in ("greedySeconds", "buildSeconds", "solveSeconds", "variables", "fallbackReason")})
 
 
 def run_seed(seed: int, shape: Shape, args: argparse.Namespace) -> SeedRun:
@@ -319,7 +322,10 @@ def print_seed(s: SeedRun) -> None:
         print(f"  {e.engine:<8}{e.gangs:>6}{e.gangs_required:>5}{e.gpus:>7.0f}{e.pods:>6}{e.multi:>6}"
               f"{pct(e.zero_excess, e.multi):>9}{pct(e.zero_excess_in_domain, e.multi):>9}"
               f"{pct(e.zero_excess_given_others, e.multi):>9}{e.excess_racks:>7}"
-              f"{e.violations:>5}{e.validator:>6}{e.wall:>8.3f}  {e.status}")
+              f"{e.violations:>5}{e.validator:>6}{e.wall:>8.3f}  {e.status}"
+              + "".join(f" {k.removesuffix('Seconds')} {e.stats[k]:.3f}" for k in ("greedySeconds", "buildSeconds",
+                                                                              "solveSeconds") if k in e.stats)
+              + (f" ({e.stats['fallbackReason']})" if e.stats.get("fallbackReason") else ""))
         for ex in e.examples:
             print(f"    violation: {ex}")
 
