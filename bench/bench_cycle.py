@@ -15,6 +15,12 @@ Per size and seed (repeat r uses seed ``--seed + r``): generate the snapshot, lo
 a freshly built state (a cycle may mutate its state). The cycle wall time is taken with
 ``time.perf_counter`` around ``run_cycle`` only.
 
+Topology: a third of the multi-pod pending GPU gangs carry a ``topologyConstraint``
+(``--topology-share``, generate.py's default; 0 gives the same clusters without them). Per
+engine the table is followed by the gangs requiring a level that were placed and how many of
+them were placed across domains of that level (bench/topology_metrics.py; 0 once the engine
+honours topology).
+
 Memory: peak resident-set growth during ``run_cycle``: the kernel's high-water mark (VmHWM)
 is reset through ``/proc/self/clear_refs`` before the cycle and compared with the RSS at
 that moment, so OR-Tools' C++ memory is counted (tracemalloc would only see Python objects).
@@ -40,7 +46,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from generate import generate_cluster  # noqa: E402  (bench/ is a folder of scripts)
+from generate import DEFAULT_TOPOLOGY_SHARE, generate_cluster  # noqa: E402  (bench/ is a folder of scripts)
+from topology_metrics import TopologyView  # noqa: E402
 
 #: nodes -> (pending pods, running pods or None for 10 per node)
 SIZE_PRESETS: dict[int, tuple[int, Optional[int]]] = {100: (500, None), 1000: (5000, None),
@@ -196,6 +203,8 @@ class EngineRun:
     pods_bound: int = 0
     pods_pipelined: int = 0
     evictions: int = 0
+    required_placed: int = 0          # placed gangs whose PodGroup requires a topology level
+    topology_violations: int = 0      # of them, placed across domains of that level
     py_heap_peak_mib: Optional[float] = None   # --tracemalloc only, from an extra untimed cycle
     error: Optional[str] = None
 
@@ -220,8 +229,9 @@ def gap_of(objective: Optional[float], bound: Optional[float]) -> Optional[float
     return (bound - objective) / max(1.0, abs(bound))
 
 
-def judge(run: EngineRun, out: dict[str, Any], stats: dict[str, Any], facts: SnapshotFacts) -> None:
-    """Fill ``run`` from a CycleResult's JSON and stats."""
+def judge(run: EngineRun, out: dict[str, Any], stats: dict[str, Any], facts: SnapshotFacts,
+          topology: Optional[TopologyView] = None) -> None:
+    """Fill ``run`` from a CycleResult's JSON and stats (and topology figures, bench/topology_metrics.py)."""
     cycle = out.get("cycle") or {}
     run.status = cycle.get("status")
     run.objective, run.bound = cycle.get("objective"), cycle.get("bound")
@@ -233,6 +243,10 @@ def judge(run: EngineRun, out: dict[str, Any], stats: dict[str, Any], facts: Sna
     run.gpus_placed = run.gpus_bound + run.gpus_pipelined
     run.gangs_placed = len({b.get("podGroup") for b in binds + pipelined})
     run.evictions = len(out.get("evictions") or [])
+    if topology is not None:
+        figs = topology.judge([(b["pod"], b["node"]) for b in binds + pipelined])
+        run.required_placed = sum(f.required for f in figs)
+        run.topology_violations = sum(1 for f in figs if f.violation)
     merged = {**cycle, **stats}      # the engine may report its stats in either place
     for attr, keys in STAT_KEYS.items():
         for key in keys:
@@ -269,7 +283,7 @@ def import_engine() -> Optional[Engine]:
 
 
 def run_engine(engine: Engine, name: str, loaded: Any, state: Any, facts: SnapshotFacts,
-               args: argparse.Namespace, seed: int) -> EngineRun:
+               args: argparse.Namespace, seed: int, topology: Optional[TopologyView] = None) -> EngineRun:
     """One cycle with one engine, on ``state`` or a fresh state when ``state`` is None."""
     run = EngineRun(name)
     try:
@@ -284,7 +298,7 @@ def run_engine(engine: Engine, name: str, loaded: Any, state: Any, facts: Snapsh
             result = engine.run_cycle(state, settings)
             run.wall = time.perf_counter() - t0
         run.peak_mib = mem.peak_mib
-        judge(run, result.to_json(), dict(getattr(result, "stats", None) or {}), facts)
+        judge(run, result.to_json(), dict(getattr(result, "stats", None) or {}), facts, topology)
     except Exception as exc:  # a failing engine must not end the benchmark of the others
         run.error = f"{type(exc).__name__}: {exc}"
     return run
@@ -294,11 +308,15 @@ def run_seed(engine: Optional[Engine], nodes: int, pending: int, running: Option
              args: argparse.Namespace) -> SeedRun:
     """Generate, load, build the state and run every engine for one seed."""
     t0 = time.perf_counter()
-    doc = generate_cluster(nodes, pending, running, seed=seed, fragmentation=args.fragmentation)
+    doc = generate_cluster(nodes, pending, running, seed=seed, fragmentation=args.fragmentation,
+                           topology_share=args.topology_share)
     out = SeedRun(seed, time.perf_counter() - t0)
     facts = snapshot_facts(doc)
+    topology = TopologyView(doc)
     out.facts = {"pendingGpus": facts.pending_gpus, "pendingGangs": facts.pending_gangs,
-                 "freeGpus": facts.free_gpus, "pods": len(doc["rawObjects"]["pods"])}
+                 "freeGpus": facts.free_gpus, "pods": len(doc["rawObjects"]["pods"]),
+                 "topologyGangs": sum(1 for g in topology.gangs.values() if g.topology),
+                 "requiredTopologyGangs": sum(1 for g in topology.gangs.values() if g.required)}
     if engine is None:
         return out
     try:
@@ -315,7 +333,8 @@ def run_seed(engine: Optional[Engine], nodes: int, pending: int, running: Option
     if engine.run_cycle is None:
         return out
     for i, name in enumerate(args.engines):
-        out.engines[name] = run_engine(engine, name, loaded, state if i == 0 else None, facts, args, seed)
+        out.engines[name] = run_engine(engine, name, loaded, state if i == 0 else None, facts, args, seed,
+                                       topology)
         state = None                   # the next engine gets a state of its own
         gc.collect()
     if args.tracemalloc and seed == args.seed:
@@ -376,6 +395,9 @@ def engine_summary(runs: list[EngineRun]) -> dict[str, Any]:
         "statuses": {s: sum(1 for r in ok if r.status == s) for s in sorted({str(r.status) for r in ok})},
         "gapMedian": med([r.gap for r in ok]), "gapMax": mx([r.gap for r in ok]),
         "evictionsMedian": med([r.evictions for r in ok]),
+        "requiredPlacedMedian": med([r.required_placed for r in ok]),
+        "topologyViolationsMedian": med([r.topology_violations for r in ok]),
+        "topologyViolationsMax": mx([r.topology_violations for r in ok]),
     }
 
 
@@ -404,7 +426,9 @@ def print_size(nodes: int, pending: int, running: Optional[int], seeds: list[See
     print(f"generate {fmt(med([s.generate for s in seeds]))}s   load {fmt(med([s.load for s in seeds]))}s   "
           f"state {fmt(med([s.state for s in seeds]))}s   (medians)   "
           f"seed {seeds[0].seed if seeds else '-'}: {fmt(facts.get('freeGpus'), '.0f')} free GPUs on usable nodes, "
-          f"{fmt(facts.get('pendingGpus'), '.0f')} GPUs pending in {facts.get('pendingGangs', '-')} gangs")
+          f"{fmt(facts.get('pendingGpus'), '.0f')} GPUs pending in {facts.get('pendingGangs', '-')} gangs, "
+          f"{facts.get('topologyGangs', '-')} with a topologyConstraint ({facts.get('requiredTopologyGangs', '-')} "
+          f"requiring a level)")
     for s in seeds:
         if s.error:
             print(f"  seed {s.seed}: {s.error}")
@@ -429,6 +453,10 @@ def print_size(nodes: int, pending: int, running: Optional[int], seeds: list[See
         for r in runs:
             if r.error:
                 print(f"  {name} error: {r.error}")
+    for name, es in summary["engines"].items():
+        print(f"{name} topology: {fmt(es['requiredPlacedMedian'], '.0f')} gangs requiring a level placed, "
+              f"{fmt(es['topologyViolationsMedian'], '.0f')} of them across domains of it (median; max "
+              f"{fmt(es['topologyViolationsMax'], '.0f')})")
     heap = {n: s.engines[n].py_heap_peak_mib for s in seeds[:1] for n in engines
             if n in s.engines and s.engines[n].py_heap_peak_mib is not None}
     if heap:
@@ -464,6 +492,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     ap.add_argument("--pending", type=int, default=None, help="override the preset's pending pods")
     ap.add_argument("--running", type=int, default=None, help="override the preset's running pods")
     ap.add_argument("--fragmentation", type=float, default=0.6)
+    ap.add_argument("--topology-share", type=float, default=DEFAULT_TOPOLOGY_SHARE,
+                    help="share of multi-pod pending GPU gangs with a topologyConstraint (0: none; "
+                         "the clusters are otherwise the same)")
     ap.add_argument("--tracemalloc", action="store_true",
                     help="also report the Python-heap peak of one extra untimed cycle per engine (first seed)")
     ap.add_argument("--json", default=None, metavar="PATH", help="also write every figure here")
@@ -500,7 +531,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.json:
         doc = {"settings": {"sizes": args.sizes, "repeats": args.repeats, "seed": args.seed,
                             "timeLimit": args.time_limit, "workers": args.workers, "engines": args.engines,
-                            "fragmentation": args.fragmentation},
+                            "fragmentation": args.fragmentation, "topologyShare": args.topology_share},
                "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                            "platform": platform.platform()},
                "memoryMethod": PeakMemory.method,

@@ -102,7 +102,8 @@ def scenario(nodes: int, seed: int, args: argparse.Namespace) -> tuple[dict[str,
     ratio = seed_ratio(seed, *args.ratio)
     doc = generate_cluster(nodes, 64 * nodes, None, seed=seed, fragmentation=args.fragmentation,
                            utilization=args.utilization, pending_gpu_ratio=ratio,
-                           cpu_per_gpu=args.cpu_per_gpu, mem_per_gpu=args.mem_per_gpu)
+                           cpu_per_gpu=args.cpu_per_gpu, mem_per_gpu=args.mem_per_gpu,
+                           topology_share=args.topology_share)
     if args.queue_limits == "none":
         for q in doc["rawObjects"]["queues"]:
             for r in q["spec"].get("resources", {}).values():
@@ -371,6 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--queue-limits", choices=("generated", "none"), default="generated",
                     help="'none' lifts every queue limit (quotas, and so the non-preemptible quota, stay), "
                          "so that what leaves jobs pending is packing rather than limits")
+    ap.add_argument("--topology-share", type=float, default=0.0,
+                    help="share of multi-pod gangs with a topologyConstraint (default 0: a pure packing "
+                         "scenario, as the README figures; the clusters are otherwise the same)")
     ap.add_argument("--cpu-per-gpu", type=float, default=4.0, help="cores per GPU of pending pods")
     ap.add_argument("--mem-per-gpu", type=float, default=32.0, help="GiB per GPU of pending pods")
     ap.add_argument("--bound", action="store_true", help="also solve the unpruned GPU-max bound models")

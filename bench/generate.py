@@ -16,6 +16,11 @@ CLI::
     python bench/generate.py --nodes 200 --pending 100000 --fragmentation 0.9 --utilization 0.55 \
         --pending-gpu-ratio 1.1 -o fragmented.json      # GPU-bound, fragmented (bench_fragmentation.py)
 
+Topology: the snapshot carries a Topology ``cluster-topology`` (zone, block, rack, hostname
+labels, all on every node) and a third of the multi-pod pending GPU gangs a
+``spec.topologyConstraint`` (``--topology-share``, 0 for none; ``assign_topology``). That share
+has a random stream of its own: with or without it a seed yields the same cluster otherwise.
+
 A name ending in ``.zip`` writes a ZIP with the single member ``snapshot.json``, as KAI's
 ``/get-snapshot`` serves it.
 """
@@ -27,6 +32,7 @@ import functools
 import json
 import math
 import random
+import statistics
 import sys
 import time
 import zipfile
@@ -55,6 +61,8 @@ RACK_LABEL = "cloud.provider.com/topology-rack"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 TOPOLOGY_NAME = "cluster-topology"
+#: Share of multi-pod pending GPU gangs that carry a topologyConstraint (issue 6: about a third).
+DEFAULT_TOPOLOGY_SHARE = 1 / 3
 REGION = "us-east-1"
 GIB = 1024 ** 3
 
@@ -171,7 +179,8 @@ class Job:
     started: int | None = None         # running jobs: when they started
     node_selector: dict[str, str] | None = None
     zone_affinity: str | None = None
-    topology_level: str | None = None
+    topology_required: str | None = None   # spec.topologyConstraint levels (node label keys)
+    topology_preferred: str | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -576,7 +585,7 @@ def pick_class(rng: random.Random) -> str:
 
 
 def make_pending_jobs(rng: random.Random, projects: list[Project], zones: list[str], count: int,
-                      names: "NameSource", topology_share: float, max_gang: int,
+                      names: "NameSource", max_gang: int,
                       cpu_per_gpu_m: int | None = None, mem_per_gpu_b: int | None = None) -> list[Job]:
     """Pending gangs totalling exactly ``count`` pods, sizes 1-64 (the last one truncated).
 
@@ -589,7 +598,7 @@ def make_pending_jobs(rng: random.Random, projects: list[Project], zones: list[s
     left = count
     while left > 0:
         size = min(left, rng.choices(sizes, weights=weights)[0])
-        jobs.append(pending_job(rng, projects, zones, size, names, topology_share,
+        jobs.append(pending_job(rng, projects, zones, size, names,
                                 cpu_per_gpu_m=cpu_per_gpu_m, mem_per_gpu_b=mem_per_gpu_b))
         left -= size
     return jobs
@@ -611,7 +620,7 @@ def schedulable_free_gpus(nodes: list[Node]) -> int:
 
 def make_gpu_bound_pending_jobs(rng: random.Random, projects: list[Project], zones: list[str],
                                 target_gpus: int, max_pods: int, names: "NameSource",
-                                topology_share: float, max_gang: int, cpu_per_gpu_m: int,
+                                max_gang: int, cpu_per_gpu_m: int,
                                 mem_per_gpu_b: int) -> list[Job]:
     """Pending GPU gangs whose GPU demand totals ``target_gpus`` (at most ``max_pods`` pods).
 
@@ -629,7 +638,7 @@ def make_gpu_bound_pending_jobs(rng: random.Random, projects: list[Project], zon
         gpus = rng.choices(GPU_BOUND_POD_GPUS, weights=GPU_BOUND_POD_GPU_WEIGHTS)[0]
         size = rng.choices(sizes, weights=weights)[0]
         size = max(1, min(size, gang_gpus // gpus, max_pods - pods, -(-(target_gpus - demand) // gpus)))
-        jobs.append(pending_job(rng, projects, zones, size, names, topology_share, gpus_per_pod=gpus,
+        jobs.append(pending_job(rng, projects, zones, size, names, gpus_per_pod=gpus,
                                 cpu_per_gpu_m=cpu_per_gpu_m, mem_per_gpu_b=mem_per_gpu_b))
         demand += gpus * size
         pods += size
@@ -646,7 +655,7 @@ def pending_gpus_per_pod(rng: random.Random, size: int) -> int:
 
 
 def pending_job(rng: random.Random, projects: list[Project], zones: list[str], size: int,
-                names: "NameSource", topology_share: float, gpus_per_pod: int | None = None,
+                names: "NameSource", gpus_per_pod: int | None = None,
                 cpu_per_gpu_m: int | None = None, mem_per_gpu_b: int | None = None) -> Job:
     """One pending gang: class, elasticity, placement constraints, requests, submit time.
 
@@ -675,9 +684,65 @@ def pending_job(rng: random.Random, projects: list[Project], zones: list[str], s
         job.zone_affinity = rng.choice(zones)
     elif r < 0.13 and gpus == 8:
         job.node_selector = {PRODUCT_LABEL: NODE_TYPES[0].product}
-    if size >= 8 and gpus and rng.random() < topology_share:
-        job.topology_level = RACK_LABEL
+    if size >= 8 and gpus:
+        rng.random()   # once drew the topology choice, now on its own stream: kept so seeds keep their clusters
     return job
+
+
+#: Topology constraint mix of the constrained gangs (``assign_topology``): the share that only
+#: prefers (no required level), and of the required ones the share that asks one level wider
+#: than the narrowest one whose typical domain holds the gang.
+TOPOLOGY_PREFERRED_ONLY = 0.3
+TOPOLOGY_WIDER_REQUIRED = 0.25
+#: Levels a gang may require, narrowest first.
+TOPOLOGY_LEVELS: tuple[str, ...] = (RACK_LABEL, BLOCK_LABEL, ZONE_LABEL)
+
+
+def domain_gpus(nodes: list[Node], where: dict[str, tuple[str, str]]) -> dict[str, float]:
+    """Median GPUs of a domain at each level of ``TOPOLOGY_LEVELS`` (domains are label paths)."""
+    totals: dict[str, dict[tuple[str, ...], int]] = {lvl: {} for lvl in TOPOLOGY_LEVELS}
+    for n in nodes:
+        block, rack = where[n.name]
+        for lvl, path in ((ZONE_LABEL, (n.zone,)), (BLOCK_LABEL, (n.zone, block)),
+                          (RACK_LABEL, (n.zone, block, rack))):
+            totals[lvl][path] = totals[lvl].get(path, 0) + n.ntype.gpus
+    return {lvl: statistics.median(v.values()) for lvl, v in totals.items()}
+
+
+def topology_choice(rng: random.Random, demand_gpus: int,
+                    level_gpus: dict[str, float]) -> tuple[str | None, str | None]:
+    """(required, preferred) levels for a gang asking ``demand_gpus`` GPUs, as users set them.
+
+    Users require the narrowest level whose typical domain holds the whole gang (sometimes
+    one wider, to get scheduled sooner) and prefer racks below it; a gang too big for any
+    level, and a share of the others, only prefers racks (fewest racks, no hard rule).
+    """
+    fits = [lvl for lvl in TOPOLOGY_LEVELS if level_gpus[lvl] >= demand_gpus]
+    if rng.random() < TOPOLOGY_PREFERRED_ONLY or not fits:
+        return None, RACK_LABEL
+    i = TOPOLOGY_LEVELS.index(fits[0])
+    if i + 1 < len(TOPOLOGY_LEVELS) and rng.random() < TOPOLOGY_WIDER_REQUIRED:
+        i += 1
+    required = TOPOLOGY_LEVELS[i]
+    return required, (RACK_LABEL if required != RACK_LABEL else None)
+
+
+def assign_topology(seed: int, jobs: list[Job], nodes: list[Node], where: dict[str, tuple[str, str]],
+                    share: float) -> None:
+    """Give ``share`` of the multi-pod GPU gangs a topologyConstraint (``topology_choice``).
+
+    A random stream of its own (``topology/<seed>``): every other object of a seed is the same
+    whatever the share, so clusters with and without topology differ only in these fields.
+    """
+    if share <= 0:
+        return
+    rng = random.Random(f"topology/{seed}")
+    level_gpus = domain_gpus(nodes, where)
+    for job in jobs:
+        if len(job.pods) < 2 or not job.pods[0].gpus or rng.random() >= share:
+            continue
+        demand = sum(p.gpus for p in job.pods)
+        job.topology_required, job.topology_preferred = topology_choice(rng, demand, level_gpus)
 
 
 # --------------------------------------------------------------------------------------------
@@ -705,8 +770,13 @@ def render_job(job: Job, uid: UidSource) -> tuple[dict[str, Any], list[dict[str,
         pg_meta["annotations"] = {LAST_START_ANNOTATION: ts(job.started)}
     spec: dict[str, Any] = {"minMember": job.min_member, "queue": job.project.name,
                             "priorityClassName": job.pclass}
-    if job.topology_level:
-        spec["topologyConstraint"] = {"topology": TOPOLOGY_NAME, "preferredTopologyLevel": job.topology_level}
+    if job.topology_required or job.topology_preferred:
+        tc: dict[str, str] = {"topology": TOPOLOGY_NAME}
+        if job.topology_required:
+            tc["requiredTopologyLevel"] = job.topology_required
+        if job.topology_preferred:
+            tc["preferredTopologyLevel"] = job.topology_preferred
+        spec["topologyConstraint"] = tc
     pg = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": pg_meta,
           "spec": spec, "status": {}}
     pods = [render_pod(job, i, p, uid()) for i, p in enumerate(job.pods)]
@@ -819,7 +889,7 @@ def topology_object(uid: UidSource) -> dict[str, Any]:
 
 def generate_cluster(nodes: int, pending_pods: int, running_pods: int | None = None, seed: int = 0,
                      fragmentation: float = 0.6, utilization: float = 0.75,
-                     topology_share: float = 0.0, pending_gpu_ratio: float | None = None,
+                     topology_share: float = DEFAULT_TOPOLOGY_SHARE, pending_gpu_ratio: float | None = None,
                      cpu_per_gpu: float | None = None, mem_per_gpu: float | None = None) -> dict[str, Any]:
     """Generate a snapshot document (interfaces.md section 1) for one seeded cluster.
 
@@ -830,8 +900,10 @@ def generate_cluster(nodes: int, pending_pods: int, running_pods: int | None = N
     fragmentation: 0..1, share of nodes partly used by small pods (free GPUs scattered);
         0 leaves busy nodes full and the rest empty.
     utilization: target share of GPUs (on ready nodes) used by the running load.
-    topology_share: share of large (>= 8-pod) pending GPU gangs that prefer one rack
-        (spec.topologyConstraint); 0 by default so benchmarks do not depend on topology support.
+    topology_share: share of the multi-pod pending GPU gangs with a spec.topologyConstraint
+        (required rack, block or zone and preferred rack, or preferred rack only; see
+        ``topology_choice``); a third by default, 0 for none. Drawn from a stream of its own, so
+        the share changes these fields only: every other object of a seed stays the same.
     pending_gpu_ratio: None (default) for the mix above. A number selects the GPU-bound
         scenario: pending gangs (1-16 pods of 1, 2, 3, 4, 6 or 8 GPUs, no CPU-only pods) are
         drawn until their GPU demand is this many times the free GPUs on schedulable nodes;
@@ -873,15 +945,17 @@ def build_document(nodes: int, pending_pods: int, running_pods: int | None, seed
     queues, projects = make_queues(rng, ready_gpus, uid)
     jobs = make_running_jobs(rng, node_list, projects, running_pods, fragmentation, utilization, names)
     if pending_gpu_ratio is None:
-        jobs += make_pending_jobs(rng, projects, zones, pending_pods, names, topology_share,
-                                  max_gang=max(1, nodes // 2), cpu_per_gpu_m=cpu_per_gpu_m,
-                                  mem_per_gpu_b=mem_per_gpu_b)
+        pending = make_pending_jobs(rng, projects, zones, pending_pods, names,
+                                    max_gang=max(1, nodes // 2), cpu_per_gpu_m=cpu_per_gpu_m,
+                                    mem_per_gpu_b=mem_per_gpu_b)
     else:
         target = round(pending_gpu_ratio * schedulable_free_gpus(node_list))
-        jobs += make_gpu_bound_pending_jobs(rng, projects, zones, target, pending_pods, names,
-                                            topology_share, max(1, nodes // 2),
-                                            cpu_per_gpu_m if cpu_per_gpu_m is not None else 4000,
-                                            mem_per_gpu_b if mem_per_gpu_b is not None else 32 * GIB)
+        pending = make_gpu_bound_pending_jobs(rng, projects, zones, target, pending_pods, names,
+                                              max(1, nodes // 2),
+                                              cpu_per_gpu_m if cpu_per_gpu_m is not None else 4000,
+                                              mem_per_gpu_b if mem_per_gpu_b is not None else 32 * GIB)
+    assign_topology(seed, pending, node_list, where, topology_share)
+    jobs += pending
     pods: list[dict[str, Any]] = []
     pod_groups: list[dict[str, Any]] = []
     for job in jobs:
@@ -931,7 +1005,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fragmentation", type=float, default=0.6)
     ap.add_argument("--utilization", type=float, default=0.75)
-    ap.add_argument("--topology-share", type=float, default=0.0)
+    ap.add_argument("--topology-share", type=float, default=DEFAULT_TOPOLOGY_SHARE,
+                    help="share of multi-pod pending GPU gangs with a topologyConstraint (0: none)")
     ap.add_argument("--pending-gpu-ratio", type=float, default=None,
                     help="GPU-bound scenario: pending GPU demand = this x free GPUs (--pending caps the pods)")
     ap.add_argument("--cpu-per-gpu", type=float, default=None, help="cores per GPU of pending GPU pods")

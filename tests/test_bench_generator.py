@@ -171,5 +171,62 @@ def test_example_zip_is_reproducible(tmp_path: Path) -> None:
     out = tmp_path / "snap.zip"
     gen.main(["--nodes", "48", "--pending", "120", "--running", "300", "--seed", "6", "-o", str(out)])
     with zipfile.ZipFile(out) as fresh, zipfile.ZipFile(ROOT / "examples" / "cluster-snapshot.zip") as shipped:
-        # compare the JSON, not the ZIP bytes: another zlib may compress differently
-        assert fresh.read("snapshot.json") == shipped.read("snapshot.json")
+        # compare the JSON, not the ZIP bytes: another zlib may compress differently; the shipped
+        # example predates topology constraints, which change nothing else (see below)
+        assert without_topology(json.loads(fresh.read("snapshot.json"))) == \
+            without_topology(json.loads(shipped.read("snapshot.json")))
+
+
+def without_topology(d: dict[str, Any]) -> dict[str, Any]:
+    for g in raw(d)["podGroups"]:
+        g["spec"].pop("topologyConstraint", None)
+    return d
+
+
+def gang_facts(d: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """Pending gang name -> (pods, GPUs per pod)."""
+    out: dict[str, tuple[int, int]] = {}
+    for p in raw(d)["pods"]:
+        if p["status"]["phase"] == "Pending":
+            name = p["metadata"]["annotations"]["pod-group-name"]
+            gpus = int(p["spec"]["containers"][0]["resources"]["requests"].get("nvidia.com/gpu", "0"))
+            out[name] = (out.get(name, (0, 0))[0] + 1, gpus)
+    return out
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"pending_gpu_ratio": 1.1, "fragmentation": 0.9, "utilization": 0.55}])
+def test_topology_share_only_adds_constraints(kwargs: dict[str, Any]) -> None:
+    """With and without topology the seed names the same cluster: figures stay comparable."""
+    plain = gen.generate_cluster(80, 600, None, seed=5, topology_share=0, **kwargs)
+    topo = gen.generate_cluster(80, 600, None, seed=5, **kwargs)
+    assert not any("topologyConstraint" in g["spec"] for g in raw(plain)["podGroups"])
+    assert any("topologyConstraint" in g["spec"] for g in raw(topo)["podGroups"])
+    assert json.dumps(without_topology(topo), sort_keys=True) == json.dumps(plain, sort_keys=True)
+
+
+def test_topology_constraints_are_valid_and_sized() -> None:
+    d = gen.generate_cluster(1000, 5000, None, seed=0)
+    (topology,) = raw(d)["topologies"]
+    levels = [lv["nodeLabel"] for lv in topology["spec"]["levels"]]
+    for n in raw(d)["nodes"]:
+        assert all(k in n["metadata"]["labels"] for k in levels), "every node belongs to the topology"
+    rack_gpus = collections.Counter()
+    for n in raw(d)["nodes"]:
+        labels = n["metadata"]["labels"]
+        rack_gpus[tuple(labels[k] for k in levels[:3])] += int(n["status"]["allocatable"]["nvidia.com/gpu"])
+    facts = gang_facts(d)
+    multi = {name for name, (pods, gpus) in facts.items() if pods >= 2 and gpus}
+    constrained = {g["metadata"]["name"]: g["spec"]["topologyConstraint"] for g in raw(d)["podGroups"]
+                   if "topologyConstraint" in g["spec"]}
+    assert set(constrained) <= multi
+    assert 0.25 <= len(constrained) / len(multi) <= 0.42        # about a third
+    kinds = collections.Counter()
+    for name, tc in constrained.items():
+        assert tc["topology"] == topology["metadata"]["name"]
+        req, pref = tc.get("requiredTopologyLevel"), tc.get("preferredTopologyLevel")
+        assert req in (None, *levels[:3]) and pref in (None, levels[2]) and (req or pref)
+        if req == levels[2]:                   # a required rack holds the gang when the rack is empty
+            pods, gpus = facts[name]
+            assert pods * gpus <= max(rack_gpus.values())
+        kinds[req] += 1
+    assert set(kinds) == {None, *levels[:3]}, kinds   # preferred-only and each required level occur
