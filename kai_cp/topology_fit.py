@@ -76,7 +76,7 @@ def running_domains(job: JobInfo, scope: Scope, session: Session, c: Constraint,
     if not nodes:
         return None
     dom = c.tree.domain_of(c.required)[nodes]
-    return {int(d) for d in dom if d >= 0}
+    return {int(d) for d in dom if d >= 0} or None     # pods on nodes outside the topology do not pin it
 
 
 class DomainView:

@@ -364,14 +364,17 @@ def topology_errors(raw: Raw, placed: dict[str, str]) -> list[str]:
                 errors.append(f"{g}: placed although its constraint names a missing topology or level")
                 continue
             depth = names.index(c["requiredTopologyLevel"]) + 1
-            def path(n: str) -> tuple:
+            def path(n: str, new: bool) -> tuple | None:
                 labels = raw.nodes[n]["metadata"].get("labels", {})
                 if any(lv not in labels for lv in names):
-                    errors.append(f"{g}: pod on {n}, which lacks a level label of topology {c['topology']}")
+                    if new:
+                        errors.append(f"{g}: pod placed on {n}, which lacks a level label of topology {c['topology']}")
+                    return None              # outside the topology: invisible to constrained placement
                 return tuple(labels.get(lv) for lv in names[:depth])
             mine = [k for k in members if under(raw.podset_of(k), scope)]
-            new = {path(placed[k]) for k in mine if k in placed}
-            running = {path(raw.state[k][1]) for k in mine if k not in placed and raw.state[k][0] == "allocated"}
+            new = {path(placed[k], True) for k in mine if k in placed} - {None}
+            running = {path(raw.state[k][1], False) for k in mine
+                       if k not in placed and raw.state[k][0] == "allocated"} - {None}
             if len(new) > 1 or (running and not new <= running):
                 errors.append(f"{g} scope {scope or 'job'}: required {c['requiredTopologyLevel']}: new pods in "
                               f"{sorted(new)}, running in {sorted(running)}")

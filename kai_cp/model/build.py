@@ -22,8 +22,7 @@ from kai_cp.state import ClusterState
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
 CONSTRAINTS: tuple[Concern, ...] = (NodeCapacity(), Gang(), QueueQuota(), Topology())
 OBJECTIVE_LEVELS: tuple[tuple[Concern, ...], ...] = (
-    (KeepGreedyNodes(), Placement(), Pipelining()),     # soft preferences, one level
-    (Compactness(),),                                   # preferred topology levels
+    (KeepGreedyNodes(), Placement(), Pipelining(), Compactness()),     # soft preferences, one level
     (Utilisation(),),
     (KaiOrder(),),
 )
