@@ -15,6 +15,7 @@ import numpy as np
 from kai_cp import capacity
 from kai_cp.fit import Fitter, summarize
 from kai_cp.jobs import BINDING, BOUND, DEFAULT_PODSET, PENDING, RUNNING, JobInfo, TaskInfo
+from kai_cp.pod_affinity import carries_anti_affinity, in_cycle_exclusion
 from kai_cp.ordering import JobQueue, job_order_key, request_vector, tasks_to_allocate
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -79,6 +80,18 @@ class Allocator:
         self.state = state
         self.session = session
         self.fitter = Fitter(state, session)
+        self.anti = any(carries_anti_affinity(t) for t in state.tasks)   # in-cycle pod anti-affinity matters
+
+    def _in_cycle_mask(self, task: TaskInfo, mask: np.ndarray | None) -> np.ndarray | None:
+        """Narrow the nodes by anti-affinity with pods placed earlier in this cycle (both directions)."""
+        if not self.anti:
+            return mask
+        carrier = carries_anti_affinity(task)
+        placed = [(p.task, p.node) for p in self.session.placements.values() if carrier or carries_anti_affinity(p.task)]
+        bad = in_cycle_exclusion(self.state.predicates.pod_index, task, placed) if placed else None
+        if bad is None:
+            return mask
+        return ~bad if mask is None else mask & ~bad
 
     def _task_capacity_error(self, job: JobInfo, task: TaskInfo) -> str | None:
         """Per-task queue check (first predicate): GPU counted as one device's portion (quirk 15)."""
@@ -169,6 +182,7 @@ class Allocator:
         cap_err = self._task_capacity_error(job, task)
         if cap_err is not None:
             return summarize({cap_err: len(self.state.nodes)})
+        mask = self._in_cycle_mask(task, mask)
         if mask is not None:
             node, pipelined = self.fitter.choose(task, mask, scores)
             if node is None:

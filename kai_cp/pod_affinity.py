@@ -158,3 +158,42 @@ class PodAffinityIndex:
 
 
 REASONS = {1: AFFINITY_REASON, 2: ANTI_AFFINITY_REASON, 3: EXISTING_ANTI_AFFINITY_REASON}
+
+
+def _labels_of(task) -> dict[str, str]:
+    return (task.pod.metadata.labels or {}) if task.pod is not None else {}
+
+
+def in_cycle_exclusion(index: PodAffinityIndex, task, placed: list) -> np.ndarray | None:
+    """Nodes a task may not take because of pods placed earlier in this cycle (KAI's session sees
+    them as running): its own anti-affinity against them, and theirs against it. None: no conflict."""
+    key = task.predicate_key[3] if len(task.predicate_key) > 3 else ()
+    labels = _labels_of(task)
+    bad: np.ndarray | None = None
+
+    def exclude(term: Term, node: int) -> None:
+        nonlocal bad
+        codes, _ = index.codes(term.topology_key)
+        if codes[node] < 0:
+            return
+        hit = codes == codes[node]
+        bad = hit if bad is None else (bad | hit)
+
+    for other, node in placed:
+        if other is task:
+            continue
+        okey = other.predicate_key[3] if len(other.predicate_key) > 3 else ()
+        if key:
+            for t in key[3]:
+                if t.selects(_labels_of(other), other.namespace, task.namespace):
+                    exclude(t, node)
+        if okey:
+            for t in okey[3]:
+                if t.selects(labels, task.namespace, other.namespace):
+                    exclude(t, node)
+    return bad
+
+
+def carries_anti_affinity(task) -> bool:
+    key = task.predicate_key[3] if len(task.predicate_key) > 3 else ()
+    return bool(key and key[3])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 from kai_cp.greedy import GreedyResult
+from kai_cp.model.anti_affinity import AntiAffinity
 from kai_cp.model.base import Concern, ModelContext
 from kai_cp.model.candidates import build_classes, greedy_class_nodes, pair_counts, select_pairs
 from kai_cp.model.gang import Gang
@@ -20,7 +21,7 @@ from kai_cp.model.utilisation import Utilisation
 from kai_cp.state import ClusterState
 
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
-CONSTRAINTS: tuple[Concern, ...] = (NodeCapacity(), Gang(), QueueQuota(), Topology())
+CONSTRAINTS: tuple[Concern, ...] = (NodeCapacity(), Gang(), QueueQuota(), Topology(), AntiAffinity())
 OBJECTIVE_LEVELS: tuple[tuple[Concern, ...], ...] = (
     (KeepGreedyNodes(), Placement(), Pipelining(), Compactness()),     # soft preferences, one level
     (Utilisation(),),
