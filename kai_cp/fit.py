@@ -178,18 +178,18 @@ class Fitter:
         s = self.session
         t = self.state.table
         vec = t.vector(task)
-        short = s.free < vec
+        idx = np.nonzero(allowed)[0] if allowed is not None else slice(None)
+        short = s.free[idx] < vec
         has_short = short.any(axis=1)
         first = short.argmax(axis=1)
-        considered = allowed if allowed is not None else np.ones(len(has_short), dtype=bool)
         counts: Counter = Counter()
-        for c, n in zip(*np.unique(first[has_short & considered], return_counts=True)):
+        for c, n in zip(*np.unique(first[has_short], return_counts=True)):
             name = t.resources[c]
             reason = ("node(s) pod number exceeded" if name == "pods"
                       else f"node(s) didn't have enough resources: {_RESOURCE_REASON.get(name, name)}")
             counts[reason] += int(n)
         codes, texts = self.state.predicates.reasons(task.predicate_key)
-        rest = codes[~has_short & considered]
+        rest = codes[idx][~has_short]
         rest = rest[rest >= 0]
         for c, n in zip(*np.unique(rest, return_counts=True)):
             counts[texts[c]] += int(n)

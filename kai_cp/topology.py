@@ -49,12 +49,30 @@ class TopologyTree:
     def domain_name(self, level: int, d: int) -> str:
         return "root" if level == ROOT else self.names[level][d]
 
-    def ancestor(self, level: int, d: int, up_to: int) -> int:
-        """Index of the level-`up_to` domain containing domain d of `level` (up_to <= level)."""
-        while level > up_to:
-            d = int(self.parent[level][d]) if level > 0 else 0
-            level -= 1
-        return d
+    def ancestors(self, level: int, up_to: int) -> np.ndarray:
+        """Per domain of `level`, its ancestor at level `up_to` (<= level; the root is 0); cached."""
+        cache = self.__dict__.setdefault("_anc", {})
+        key = (level, up_to)
+        out = cache.get(key)
+        if out is None:
+            out = np.arange(self.count(level), dtype=np.int64)
+            lv = level
+            while lv > up_to:
+                out = self.parent[lv][out] if lv > 0 else np.zeros_like(out)
+                lv -= 1
+            cache[key] = out
+        return out
+
+    def name_rank(self, level: int) -> np.ndarray:
+        """Rank of every domain's id in string order (KAI's tie-break); cached."""
+        cache = self.__dict__.setdefault("_rank", {})
+        out = cache.get(level)
+        if out is None:
+            names = self.names[level] if level >= 0 else ["root"]
+            out = np.empty(len(names), dtype=np.int64)
+            out[np.array(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)] = np.arange(len(names))
+            cache[level] = out
+        return out
 
 
 def build_tree(name: str, levels: list[str], node_labels: list[dict[str, str]]) -> TopologyTree:

@@ -29,11 +29,14 @@ class NodeSet:
 
 
 def _domain_sums(dom: np.ndarray, valid: np.ndarray, values: np.ndarray, n_domains: int) -> np.ndarray:
-    """Per-domain sums of per-node rows over valid nodes (exact int64)."""
-    out = np.zeros((n_domains,) + values.shape[1:], dtype=np.int64)
+    """Per-domain sums of per-node values over valid nodes (bincount: sums stay far below 2**53)."""
     idx = np.nonzero(valid)[0]
-    np.add.at(out, dom[idx], values[idx])
-    return out
+    d = dom[idx]
+    if values.ndim == 1:
+        return np.rint(np.bincount(d, weights=values[idx], minlength=n_domains)).astype(np.int64)
+    v = values[idx]
+    return np.stack([np.rint(np.bincount(d, weights=v[:, c], minlength=n_domains)).astype(np.int64)
+                     for c in range(values.shape[1])], axis=1)
 
 
 def _homogeneous(vecs: np.ndarray) -> bool:
@@ -147,24 +150,25 @@ def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: S
     if not bool(view.fits(start_level)[start]):
         where = "the cluster" if start_level == ROOT else tree.domain_name(start_level, start)
         return [], _shortfall(view, c, start_level, np.array([start]), f"not enough resources in {where} to allocate the job")
-    order_key = _sorted_tree_keys(view, tree, start_level, start, c.lowest)
+    rank = _sorted_tree_ranks(view, tree, start_level, c.lowest)
     allowed = running_domains(job, scope, session, c, state)
     sets: list[NodeSet] = []
     for level in range(c.lowest, c.highest - 1, -1):
         if level < start_level:
             break
+        ok = view.fits(level)
+        if start_level != ROOT:
+            ok &= tree.ancestors(level, start_level) == start
+        if allowed is not None:
+            ok &= np.isin(tree.ancestors(level, c.required), list(allowed))
+        cands = np.nonzero(ok)[0]
         dom = tree.domain_of(level)
-        fits = view.fits(level)
-        cands = [d for d in range(tree.count(level))
-                 if fits[d] and _under(tree, level, d, start_level, start)
-                 and (allowed is None or tree.ancestor(level, d, c.required) in allowed)]
-        cands.sort(key=lambda d: order_key[(level, d)])
-        for d in cands:
+        for d in cands[np.argsort(rank[level][cands], kind="stable")].tolist():
             sets.append(NodeSet(valid & (dom == d), tree.domain_name(level, d), None))
     if not sets:
         return [], _shortfall(view, c, c.highest, None, "no domain has enough free resources")
     if c.preferred is not None:
-        scores = _preferred_scores(view, tree, c.preferred, start_level, start, order_key)
+        scores = _preferred_scores(tree, c.preferred, start_level, start, rank[c.preferred])
         for s in sets:
             s.scores = scores
     return sets, None
@@ -184,33 +188,32 @@ def _start_domain(tree: TopologyTree, valid: np.ndarray, lowest: int) -> tuple[i
     return level, domain
 
 
-def _under(tree: TopologyTree, level: int, d: int, start_level: int, start: int) -> bool:
-    return start_level == ROOT or tree.ancestor(level, d, start_level) == start
+def _sorted_tree_ranks(view: DomainView, tree: TopologyTree, start_level: int, lowest: int) -> dict[int, np.ndarray]:
+    """Per level, every domain's position in a left-to-right walk of the tree whose children are
+    sorted by ratio descending, ties by id (most packed first): parent's position, then own key."""
+    ranks: dict[int, np.ndarray] = {}
+    for level in range(max(start_level, ROOT), lowest + 1):
+        n = tree.count(level)
+        if level <= start_level:
+            ranks[level] = np.zeros(n, dtype=np.int64)
+            continue
+        parent = ranks[level - 1][tree.parent[level]] if level > 0 else np.zeros(n, dtype=np.int64)
+        order = np.lexsort((tree.name_rank(level), -view.ratio(level), parent))
+        r = np.empty(n, dtype=np.int64)
+        r[order] = np.arange(n)
+        ranks[level] = r
+    return ranks
 
 
-def _sorted_tree_keys(view: DomainView, tree: TopologyTree, start_level: int, start: int, lowest: int) -> dict:
-    """Position of every domain in a left-to-right walk of the tree whose children are sorted by
-    ratio descending, ties by id (most packed first)."""
-    keys: dict[tuple[int, int], tuple] = {(start_level, start if start_level >= 0 else 0): ()}
-    for level in range(start_level + 1, lowest + 1):
-        ratio = view.ratio(level)
-        for d in range(tree.count(level)):
-            own = (-float(ratio[d]), tree.names[level][d])
-            parent = keys.get((level - 1, int(tree.parent[level][d]) if level > 0 else 0), ())
-            keys[(level, d)] = parent + (own,)
-    return keys
-
-
-def _preferred_scores(view: DomainView, tree: TopologyTree, preferred: int, start_level: int, start: int,
-                      order_key: dict) -> np.ndarray:
+def _preferred_scores(tree: TopologyTree, preferred: int, start_level: int, start: int, rank: np.ndarray) -> np.ndarray:
     """Nodes of the i-th of n preferred-level domains under the start domain score 10000*floor(10*i/n) (8.4)."""
-    doms = [d for d in range(tree.count(preferred)) if _under(tree, preferred, d, start_level, start)
-            and (preferred, d) in order_key]
-    doms.sort(key=lambda d: order_key[(preferred, d)])
+    under = np.ones(tree.count(preferred), dtype=bool) if start_level == ROOT else \
+        tree.ancestors(preferred, start_level) == start
+    doms = np.nonzero(under)[0]
+    doms = doms[np.argsort(rank[doms], kind="stable")]
     per_domain = np.zeros(tree.count(preferred), dtype=np.float64)
     n = len(doms)
-    for i, d in enumerate(doms, start=1):
-        per_domain[d] = 10000.0 * ((10 * i) // n)
+    per_domain[doms] = 10000.0 * ((10 * np.arange(1, n + 1)) // max(n, 1))
     dom = tree.domain_of(preferred)
     return np.where(dom >= 0, per_domain[np.maximum(dom, 0)], 0.0)
 

@@ -33,6 +33,7 @@ def _topology_violations(state: ClusterState, session: Session, job: JobInfo) ->
                     new.add(int(dom[p.node]))
                 elif t.status in ACTIVE_ALLOCATED and t.node in index:
                     running.add(int(dom[index[t.node]]))
+        running.discard(-1)                  # pods outside the topology do not pin the scope
         if -1 in new:
             out.append(f"job {job.name} {scope.label}: a pod is placed on a node outside topology {c.tree.name}")
         if len(new) > 1 or (running and not new <= running):

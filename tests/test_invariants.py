@@ -373,8 +373,8 @@ def topology_errors(raw: Raw, placed: dict[str, str]) -> list[str]:
                 return tuple(labels.get(lv) for lv in names[:depth])
             mine = [k for k in members if under(raw.podset_of(k), scope)]
             new = {path(placed[k], True) for k in mine if k in placed} - {None}
-            running = {path(raw.state[k][1], False) for k in mine
-                       if k not in placed and raw.state[k][0] == "allocated"} - {None}
+            running = {path(raw.state[k][1], False) for k in mine       # nodes of another pool are not seen
+                       if k not in placed and raw.state[k][0] == "allocated" and raw.state[k][1] in raw.pool} - {None}
             if len(new) > 1 or (running and not new <= running):
                 errors.append(f"{g} scope {scope or 'job'}: required {c['requiredTopologyLevel']}: new pods in "
                               f"{sorted(new)}, running in {sorted(running)}")
