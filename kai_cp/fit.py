@@ -11,6 +11,7 @@ from collections import Counter
 import numpy as np
 
 from kai_cp.jobs import TaskInfo
+from kai_cp.pod_affinity import preferred_scores
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
 
@@ -58,6 +59,7 @@ class Fitter:
         self.max_alloc = t.allocatable.max(axis=0) if len(state.nodes) else np.zeros(len(t.resources), dtype=np.int64)
         self.has = {col: np.nonzero(t.allocatable[:, col] > 0)[0] for col in (0, 2)}
         self._subsets: dict[tuple, np.ndarray] = {}
+        self.pod_affinity_scoring = "podaffinity" in state.config.plugins    # off in KAI's default config
 
     def pre_predicate_error(self, task: TaskInfo) -> str | None:
         """MaxNodePoolResources (5.3): a request larger than any single node's allocatable."""
@@ -110,6 +112,10 @@ class Fitter:
                 return None, False
             fits_idle = fits & np.all(s.idle[sub][:, need] >= vec[need], axis=1)
         score = self._scores(task, sub, fits_idle, allowed)
+        if self.pod_affinity_scoring:
+            pref = preferred_scores(self.state.predicates.pod_index, task)
+            if pref is not None:
+                score = score + 1000.0 * pref[sub]      # podaffinity plugin: 100,000 x the 0..1 score
         if extra is not None:
             score = score + extra[sub]
         score = np.where(fits, score, -np.inf)
@@ -148,6 +154,8 @@ class Fitter:
         cfg = self.state.config
         if cfg.gpu_placement == "spread" or cfg.cpu_placement == "spread" or task.nominated_node:
             return None
+        if self.pod_affinity_scoring and preferred_scores(self.state.predicates.pod_index, task) is not None:
+            return None                  # scores other than binpack: rank afresh per task
         s = self.session
         vec = self.state.table.vector(task)
         key = (vec.tobytes(), task.predicate_key, task.request.best_effort)

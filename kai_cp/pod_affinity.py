@@ -59,18 +59,35 @@ def _terms(raw) -> tuple[Term, ...]:
     return tuple(out)
 
 
+def _weighted(raw) -> tuple[tuple[int, Term], ...]:
+    out = []
+    for w in raw or []:
+        terms = _terms([w.get("podAffinityTerm") or {}])
+        if terms and int(w.get("weight") or 0):
+            out.append((int(w["weight"]), terms[0]))
+    return tuple(out)
+
+
 def affinity_key(spec, labels: dict[str, str], namespace: str) -> tuple:
-    """The hashable pod-affinity part of a predicate key: () for pods without pod (anti-)affinity."""
+    """The hashable pod-affinity part of a predicate key: (namespace, labels, required affinity,
+    required anti-affinity, preferred affinity, preferred anti-affinity); () for pods without any."""
     aff = spec.affinity
-    if aff is None:
+    if aff is None or (getattr(aff, "pod_affinity", None) is None and getattr(aff, "pod_anti_affinity", None) is None):
         return ()
-    raw = aff if isinstance(aff, dict) else aff.model_dump(by_alias=True, exclude_none=True)
-    pa = (raw.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    anti = (raw.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    affinity, anti_terms = _terms(pa), _terms(anti)
-    if not affinity and not anti_terms:
+    raw = aff.model_dump(by_alias=True, exclude_none=True)
+    pa, anti = raw.get("podAffinity") or {}, raw.get("podAntiAffinity") or {}
+    parts = (_terms(pa.get("requiredDuringSchedulingIgnoredDuringExecution")),
+             _terms(anti.get("requiredDuringSchedulingIgnoredDuringExecution")),
+             _weighted(pa.get("preferredDuringSchedulingIgnoredDuringExecution")),
+             _weighted(anti.get("preferredDuringSchedulingIgnoredDuringExecution")))
+    if not any(parts):
         return ()
-    return (namespace, tuple(sorted(labels.items())), affinity, anti_terms)
+    return (namespace, tuple(sorted(labels.items())), *parts)
+
+
+def preferred_scores(index: "PodAffinityIndex | None", task) -> np.ndarray | None:
+    key = task.predicate_key[3] if len(task.predicate_key) > 3 else ()
+    return index.preferred_scores(key) if index is not None and key else None
 
 
 def anti_terms(spec) -> tuple[Term, ...]:
@@ -119,8 +136,7 @@ class PodAffinityIndex:
         """Affinity terms no existing pod satisfies but the pod satisfies itself: the gang decides."""
         if not key:
             return []
-        namespace, labels, affinity, _ = key
-        labels = dict(labels)
+        namespace, labels, affinity = key[0], dict(key[1]), key[2]
         return [t for t in affinity if not any(t.selects(p.labels, p.namespace, namespace) for p in self.pods)
                 and t.selects(labels, namespace, namespace)]
 
@@ -130,8 +146,7 @@ class PodAffinityIndex:
         out = np.zeros(n, dtype=np.int64)
         if not key:
             return out
-        namespace, labels, affinity, anti = key
-        labels = dict(labels)
+        namespace, labels, affinity, anti = key[0], dict(key[1]), key[2], key[3]
         for t in affinity:
             codes, _ = self.codes(t.topology_key)
             hosts = [p.node for p in self.pods if t.selects(p.labels, p.namespace, namespace)]
@@ -155,6 +170,26 @@ class PodAffinityIndex:
                     if codes[p.node] >= 0:
                         out[(out == 0) & (codes == codes[p.node])] = 3
         return out
+
+
+    def preferred_scores(self, key: tuple) -> np.ndarray | None:
+        """Kubernetes' InterPodAffinity score, 0..100 per node: per preferred term, its weight for each
+        existing pod it selects in the node's domain (minus for anti-affinity), normalised over nodes.
+        None when the pod has no preferred terms."""
+        if not key or not (key[4] or key[5]):
+            return None
+        namespace = key[0]
+        raw = np.zeros(len(self.node_labels), dtype=np.float64)
+        for sign, weighted in ((1.0, key[4]), (-1.0, key[5])):
+            for weight, t in weighted:
+                codes, values = self.codes(t.topology_key)
+                hosts = [p.node for p in self.pods if t.selects(p.labels, p.namespace, namespace)]
+                if not hosts:
+                    continue
+                per_domain = np.bincount(codes[hosts][codes[hosts] >= 0], minlength=len(values))
+                raw += np.where(codes >= 0, sign * weight * per_domain[np.maximum(codes, 0)], 0.0)
+        lo, hi = raw.min(initial=0.0), raw.max(initial=0.0)
+        return np.zeros_like(raw) if hi == lo else 100.0 * (raw - lo) / (hi - lo)
 
 
 REASONS = {1: AFFINITY_REASON, 2: ANTI_AFFINITY_REASON, 3: EXISTING_ANTI_AFFINITY_REASON}

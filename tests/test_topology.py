@@ -185,3 +185,21 @@ def test_pod_affinity_and_anti_affinity_against_running_pods() -> None:
     for engine in ("greedy", "cp-sat"):
         _, res = cycle(doc(nodes, [pod_group("db", "q"), g], db + job), engine)
         assert placed(res) == {"web-0": "n1"}            # east (affinity) but not db's node (anti-affinity)
+
+
+def test_preferred_pod_affinity_draws_pods_to_their_peers() -> None:
+    nodes = [node(f"n{i}", gpus=4, labels={ZONE: "east" if i < 2 else "west"}) for i in range(4)]
+    cache = [pod("cache-0", "cache", gpus=1, phase="Running", node_name="n3", queue_name="q", labels={"app": "cache"}),
+             pod("filler-0", "filler", gpus=2, phase="Running", node_name="n0", queue_name="q")]
+    near = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": ZONE}}]}}
+    g, job = gang("web", 2, 1, affinity=near)
+    d = doc(nodes, [pod_group("cache", "q"), pod_group("filler", "q"), g], cache + job)
+    _, res = cycle(d, "greedy")
+    assert set(placed(res).values()) == {"n0"}                 # KAI's default plugins: binpack only
+    _, res = cycle(d, "cp-sat")
+    assert set(placed(res).values()) <= {"n2", "n3"}           # west, where the cache runs
+    d["config"] = {"actions": "allocate", "tiers": [{"plugins": [{"name": "predicates"}, {"name": "proportion"},
+                                                                {"name": "podaffinity"}, {"name": "nodeplacement"}]}]}
+    _, res = cycle(d, "greedy")
+    assert set(placed(res).values()) <= {"n2", "n3"}           # KAI's podaffinity plugin, when configured

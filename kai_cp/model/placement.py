@@ -1,6 +1,7 @@
 """Placement preference, the lowest objective level: binpack (fuller nodes first, KAI's
 default) or spread (emptier nodes first), per the snapshot's nodeplacement arguments, scored
-0..10 per pod on the resource KAI scores (GPUs for GPU pods, CPU otherwise), spec 5.4."""
+0..10 per pod on the resource KAI scores (GPUs for GPU pods, CPU otherwise), spec 5.4, plus
+0..30 for a pod's preferred pod affinity and anti-affinity towards pods already running."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 
 from kai_cp.fit import binpack_scores, spread_scores
 from kai_cp.model.base import ModelContext
+from kai_cp.pod_affinity import preferred_scores
 
 
 class Placement:
@@ -28,6 +30,13 @@ class Placement:
             scores[col] = np.rint(s).astype(np.int64)
         gpu_pair = np.array([ctx.classes[c].gpus > 0 for c in ctx.pair_class.tolist()], dtype=bool)
         coeff = np.where(gpu_pair, scores[2][ctx.pair_node], scores[0][ctx.pair_node])
+        # Preferred pod (anti-)affinity, Kubernetes' 0..100 score as up to 30 more per pod: a user's
+        # explicit preference outweighs keeping greedy's node (20) and binpack (<= 10).
+        for c in ctx.classes:
+            pref = preferred_scores(state.predicates.pod_index, c.tasks[0])
+            if pref is not None:
+                sel = ctx.pair_class == c.index
+                coeff[sel] += np.rint(pref[ctx.pair_node[sel]] * 0.3).astype(np.int64)
         nz = np.nonzero(coeff > 0)[0]
         ctx.add_term(self.name, [ctx.x[i] for i in nz], (coeff[nz] * ctx.levels.scale).tolist())
         ctx.levels.added(int((coeff * ctx.pair_ub).sum()) * ctx.levels.scale)
