@@ -1,6 +1,6 @@
 """A tiny builder of KAI snapshot documents for unit tests.
 
-Objects are plain dicts shaped like the ones /work/shared/kai-scenarios/build_snapshot.py
+Objects are plain dicts shaped like the ones ../shared/kai-scenarios/build_snapshot.py
 produces (Kubernetes JSON, camelCase). Every helper returns a new dict; `snapshot()` wraps
 lists of them into the document `solve` reads.
 """

@@ -2,7 +2,7 @@
 
 Fixtures in tests/fixtures/snapshots are KAI-Scheduler test scenarios (Apache-2.0,
 pkg/scheduler/actions/**/*_test.go at commit 72de64fc) rendered as snapshots by
-kai-scenarios/build_snapshot.py, copied here so the tests do not depend on /work/shared.
+kai-scenarios/build_snapshot.py, copied here so the tests do not depend on ../shared.
 """
 
 from __future__ import annotations
@@ -487,5 +487,5 @@ def test_duration_invalid(bad):
 
 
 def test_fixture_dir_is_inside_repo():
-    # The project's tests must not depend on /work/shared.
+    # The project's tests must not depend on ../shared.
     assert os.path.commonpath([FIXTURES.resolve(), Path(__file__).resolve().parent]) == str(Path(__file__).resolve().parent)
