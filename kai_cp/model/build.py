@@ -7,7 +7,7 @@ from ortools.sat.python import cp_model
 from kai_cp.greedy import GreedyResult
 from kai_cp.model.anti_affinity import AntiAffinity
 from kai_cp.model.base import Concern, ModelContext
-from kai_cp.model.compaction import compact_hint
+from kai_cp.model.compaction import compact
 from kai_cp.model.candidates import build_classes, greedy_class_nodes, pair_counts, select_pairs
 from kai_cp.model.gang import Gang
 from kai_cp.model.node_capacity import NodeCapacity
@@ -34,13 +34,12 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
                 constraints: tuple[Concern, ...] = CONSTRAINTS,
                 levels: tuple[tuple[Concern, ...], ...] = OBJECTIVE_LEVELS) -> ModelContext:
     classes = build_classes(state, greedy)
-    greedy_nodes = greedy_class_nodes(greedy, classes)
+    greedy_nodes = compact(state, greedy, classes, greedy_class_nodes(greedy, classes))   # the hint
     pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes, pair_budget, greedy_nodes)
     model = cp_model.CpModel()
     ctx = ModelContext(state=state, greedy=greedy, model=model, classes=classes, pair_class=pair_class,
                        pair_node=pair_node, pair_ub=pair_ub, free=state.table.free, idle=state.table.idle)
     ctx.greedy_counts = pair_counts(pair_class, pair_node, greedy_nodes)
-    ctx.greedy_counts = compact_hint(ctx)          # the hint: greedy's solution, spread gangs compacted
     ctx.x = [model.new_bool_var("") if ub == 1 else model.new_int_var(0, int(ub), "") for ub in pair_ub.tolist()]
     for concern in constraints:
         concern.contribute(ctx)

@@ -1,99 +1,123 @@
-"""A better hint for topology-constrained models: greedy's solution with spread gangs compacted.
+"""A better starting point for topology-constrained models: greedy's placement with the gangs it
+spread compacted.
 
-KAI's greedy places a gang with a preferred level pod by pod, so after the cluster has filled a
-gang that could sit in one rack often ends up in several. On these models the one-worker search
-spends its budget on the LP relaxation (big-M domain links make it weak) and rarely moves away
-from its hint, so the hint itself is improved first: every scope greedy spread over several
-preferred-level domains is moved, in KAI's job order, onto the fewest such domains (inside its
-required domain and its classes' candidate nodes, roomiest domain first), on idle capacity only. The result is a complete, feasible solution of the same jobs and
-pods, so the model starts from it and can only do better.
+KAI's greedy places a gang with a preferred level pod by pod, so once the cluster has filled, a
+gang that fits in two racks often ends up in five. On these models the one-worker search spends
+its budget on the LP relaxation (the big-M domain links make it weak) and rarely leaves its hint,
+so the hint itself is improved first, before candidates are chosen (the nodes it picks become
+candidates, as greedy's own nodes are): every scope greedy spread over several preferred-level
+domains is moved, in KAI's job order, onto the fewest such domains that hold all of its pods
+(roomiest domain first, largest pods first, inside its required domain, on nodes its pods'
+predicates and topology allow), on idle capacity only. The result places the same pods of the
+same jobs, so it is a complete and feasible solution the model can only improve on.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from kai_cp.model.base import ModelContext
+from kai_cp.greedy import GreedyResult
+from kai_cp.model.base import PodClass
+from kai_cp.model.topology import allowed_nodes
 from kai_cp.pod_affinity import carries_anti_affinity
+from kai_cp.state import ClusterState
+
+PASSES = 3
 
 
-def compact_hint(ctx: ModelContext) -> dict[int, int]:
-    counts = dict(ctx.greedy_counts)
-    if not any(c.job.scope is not None for c in ctx.classes):
-        return counts
-    session = ctx.greedy.session
-    idle = session.idle.copy()
-    pair_index = {(int(c), int(n)): i for i, (c, n) in enumerate(zip(ctx.pair_class.tolist(), ctx.pair_node.tolist()))}
-    class_nodes: dict[int, np.ndarray] = {}
-    for c in ctx.classes:
-        class_nodes[c.index] = ctx.pair_node[ctx.pair_class == c.index]
-    for name in ctx.greedy.order:
-        job = ctx.state.jobs[name]
-        if job.scope is None:
-            continue
-        for scope in job.scope.walk():
-            c = scope.constraint
-            if c is None or c.preferred is None or c.preferred == c.required:
-                continue
-            pods = _placed_pods(ctx, counts, scope, job.name)
-            if not pods or any(carries_anti_affinity(ctx.classes[ci].tasks[0]) for ci, _ in pods):
-                continue
-            pref = c.tree.domain_of(c.preferred)
-            used = {int(pref[n]) for _, n in pods}
-            if len(used) <= 1 or -1 in used:
-                continue
-            move = _best_domain(ctx, pods, idle, pref, c, class_nodes)
-            if move is None:
-                continue
-            for ci, n in pods:
-                i = pair_index[(ci, n)]
-                counts[i] -= 1
-                idle[n] += ctx.classes[ci].vec
-            for ci, n in move:
-                i = pair_index[(ci, n)]
-                counts[i] = counts.get(i, 0) + 1
-                idle[n] -= ctx.classes[ci].vec
-    return {i: v for i, v in counts.items() if v > 0}
-
-
-def _placed_pods(ctx: ModelContext, counts: dict[int, int], scope, job: str) -> list[tuple[int, int]]:
-    """(class, node) per pod of the scope the hint places, none of them pipelined."""
-    out = []
-    for i, v in counts.items():
-        cls = ctx.classes[int(ctx.pair_class[i])]
-        if cls.job.name == job and cls.podset in scope.podsets:
-            out += [(cls.index, int(ctx.pair_node[i]))] * v
-    placements = ctx.greedy.session.placements
-    if any(placements[t.key].pipelined for ci, _ in out for t in ctx.classes[ci].tasks if t.key in placements):
-        return []
+def compact(state: ClusterState, greedy: GreedyResult, classes: list[PodClass],
+            greedy_nodes: dict[int, list[int]]) -> dict[int, list[int]]:
+    """Per class, one node per pod placed (greedy's, with spread scopes compacted)."""
+    if not any(c.job.scope is not None for c in classes):
+        return greedy_nodes
+    out = {c: list(ns) for c, ns in greedy_nodes.items()}
+    idle = greedy.session.idle.copy()
+    by_job: dict[str, list[PodClass]] = {}
+    for c in classes:
+        by_job.setdefault(c.job.name, []).append(c)
+    usable: dict[int, np.ndarray] = {}
+    scopes = [(state.jobs[name], scope) for name in greedy.order
+              if state.jobs[name].scope is not None and name in by_job and not _pipelined(greedy, by_job[name])
+              for scope in state.jobs[name].scope.walk()]
+    for _ in range(PASSES):          # a gang compacted frees room another can use in the next pass
+        if not _compact_pass(classes, scopes, by_job, out, idle, usable, state):
+            break
     return out
 
 
-def _best_domain(ctx: ModelContext, pods: list[tuple[int, int]], idle: np.ndarray, pref: np.ndarray, c,
-                 class_nodes: dict[int, np.ndarray]) -> list[tuple[int, int]] | None:
-    """The scope's pods on the fewest preferred-level domains (roomiest first, pods largest first),
-    or None when that is no fewer than the hint's."""
+def _compact_pass(classes: list[PodClass], scopes: list, by_job: dict[str, list[PodClass]],
+                  out: dict[int, list[int]], idle: np.ndarray, usable: dict[int, np.ndarray],
+                  state: ClusterState) -> bool:
+    """One pass over the scopes in KAI's order; True when some scope moved."""
+    changed = False
+    for job, scope in scopes:
+        c = scope.constraint
+        if c is None or c.preferred is None or c.preferred == c.required:
+            continue
+        mine = [k for k in by_job[job.name] if k.podset in scope.podsets and out.get(k.index)]
+        if not mine or any(carries_anti_affinity(k.tasks[0]) for k in mine):
+            continue
+        pods = [(k.index, n) for k in mine for n in out[k.index]]
+        pref = c.tree.domain_of(c.preferred)
+        if len({int(pref[n]) for _, n in pods}) <= 1:
+            continue
+        for k in mine:
+            if k.index not in usable:
+                usable[k.index] = _usable(state, k)
+        plan = _fewest_domains(classes, pods, idle, pref, c, usable)
+        if plan is None:
+            continue
+        for ci, n in pods:
+            idle[n] += classes[ci].vec
+        for k in mine:
+            out[k.index] = []
+        for ci, n in plan:
+            idle[n] -= classes[ci].vec
+            out[ci].append(n)
+        changed = True
+    return changed
+
+
+def _pipelined(greedy: GreedyResult, classes: list[PodClass]) -> bool:
+    placements = greedy.session.placements
+    return any(placements[t.key].pipelined for k in classes for t in k.tasks if t.key in placements)
+
+
+def _usable(state: ClusterState, c: PodClass) -> np.ndarray:
+    ok = state.predicates.mask(c.tasks[0].predicate_key).copy()
+    allowed = allowed_nodes(state, c.job, c.podset)
+    if allowed is not None:
+        ok &= allowed
+    return ok
+
+
+def _fewest_domains(classes: list[PodClass], pods: list[tuple[int, int]], idle: np.ndarray, pref: np.ndarray, c,
+                    usable: dict[int, np.ndarray]) -> list[tuple[int, int]] | None:
+    """The scope's pods on the fewest preferred-level domains, or None when that is no fewer."""
     free = idle.copy()
     for ci, n in pods:
-        free[n] += ctx.classes[ci].vec
-    nodes = np.unique(np.concatenate([class_nodes[ci] for ci in {ci for ci, _ in pods}]))
+        free[n] += classes[ci].vec
+    any_usable = np.zeros(len(pref), dtype=bool)
+    for ci in {ci for ci, _ in pods}:
+        any_usable |= usable[ci]
+    nodes = np.nonzero(any_usable & (pref >= 0))[0]
     if c.required is not None:
         req = c.tree.domain_of(c.required)
         nodes = nodes[req[nodes] == req[pods[0][1]]]
-    nodes = nodes[pref[nodes] >= 0]
-    allowed = {ci: set(class_nodes[ci].tolist()) for ci, _ in pods}
-    left = sorted(pods, key=lambda p: -int(ctx.classes[p[0]].vec[2]))
-    domains = np.unique(pref[nodes])
-    room = free[nodes].copy()
-    holds = np.array([_fit_count(ctx, left, room[pref[nodes] == d], nodes[pref[nodes] == d], allowed)
-                      for d in domains.tolist()], dtype=np.int64)
+    left = sorted(pods, key=lambda p: -int(classes[p[0]].vec[2]))
+    room = free[nodes]
+    # Roomiest first: how many of the scope's largest pod each domain holds (per-node copies, summed).
+    big = np.max([classes[ci].vec for ci, _ in pods], axis=0)
+    need = big > 0
+    copies = (np.maximum(room[:, need], 0) // big[need]).min(axis=1) if need.any() else np.full(len(nodes), len(pods))
+    domains, inverse = np.unique(pref[nodes], return_inverse=True)
+    holds = np.bincount(inverse.reshape(-1), weights=copies, minlength=len(domains))
     plan: list[tuple[int, int]] = []
     used = 0
     for k in np.lexsort((domains, -holds)).tolist():
         if not left:
             break
-        here = pref[nodes] == domains[k]
-        placed, left = _fill(ctx, left, room, nodes, here, allowed)
+        placed, left = _fill(classes, left, room, nodes, pref[nodes] == domains[k], usable)
         if placed:
             plan += placed
             used += 1
@@ -101,29 +125,17 @@ def _best_domain(ctx: ModelContext, pods: list[tuple[int, int]], idle: np.ndarra
     return plan if not left and used < current else None
 
 
-def _fit_count(ctx: ModelContext, pods, room: np.ndarray, nodes: np.ndarray, allowed) -> int:
-    room = room.copy()
-    n = 0
-    for ci, _ in pods:
-        vec = ctx.classes[ci].vec
-        for k in np.nonzero(np.all(room >= vec, axis=1))[0].tolist():
-            if int(nodes[k]) in allowed[ci]:
-                room[k] -= vec
-                n += 1
-                break
-    return n
-
-
-def _fill(ctx: ModelContext, pods, room: np.ndarray, nodes: np.ndarray, here: np.ndarray, allowed):
+def _fill(classes: list[PodClass], pods, room: np.ndarray, nodes: np.ndarray, here: np.ndarray, usable):
     """First-fit of pods into the nodes where `here`; updates `room`; returns (placed, left)."""
     placed, left = [], []
     idx = np.nonzero(here)[0]
     for ci, old in pods:
-        vec = ctx.classes[ci].vec
-        k = next((k for k in idx.tolist() if int(nodes[k]) in allowed[ci] and np.all(room[k] >= vec)), None)
-        if k is None:
+        vec = classes[ci].vec
+        ok = idx[usable[ci][nodes[idx]] & np.all(room[idx] >= vec, axis=1)]
+        if len(ok) == 0:
             left.append((ci, old))
             continue
+        k = int(ok[0])
         room[k] -= vec
         placed.append((ci, int(nodes[k])))
     return placed, left
