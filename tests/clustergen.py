@@ -8,7 +8,9 @@ labelled; a 1-3 level queue tree with quotas (including -1, 0 and fractional GPU
 limits (including -1 and tight ones), weights and priorities; PodGroups with gangs, sub-groups,
 elastic pods, priority classes, explicit preemptibility, node selectors, node affinity and
 tolerations; running, bound, binding, releasing and finished pods on nodes that fit them; and
-pending pods.
+pending pods. A Topology (zone and rack, rack names repeated across zones; some nodes lack the
+labels) with required and preferred constraints on jobs and sub-groups (some naming a missing
+topology or level), and jobs whose pods must share a zone or keep one per node (pod affinity).
 
 The builders (`node`, `queue`, `pod`, `pod_group`, `snapshot`) are also used by hand-written
 scenarios (tests/test_cycle.py). Everything is plain dicts: no engine code is imported here,
@@ -257,6 +259,17 @@ AFFINITIES = [
 ]
 
 
+def peer_affinity(app: str, mode: str) -> dict[str, Any]:
+    """Required pod affinity to the pods labelled app=<app>: "spread" one per node (anti-affinity
+    on the hostname), "together" in one zone (affinity on the topology's zone label)."""
+    term = {"labelSelector": {"matchLabels": {"app": app}}}
+    if mode == "spread":
+        return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {**term, "topologyKey": "kubernetes.io/hostname"}]}}
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {**term, "topologyKey": TOPOLOGY_LEVELS[0]}]}}
+
+
 def affinity_of(terms: list[list[tuple[str, str, list[str]]]]) -> dict[str, Any]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": k, "operator": op, **({"values": list(v)} if v else {})} for k, op, v in term]}
@@ -382,6 +395,9 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
         created = -3600 + draw(st.integers(0, 50)) * 10
         selector = draw(st.sampled_from(NODE_SELECTORS)) if _chance(draw, 20) else None
         affinity = affinity_of(draw(st.sampled_from(AFFINITIES))) if _chance(draw, 20) else None
+        peers = draw(st.sampled_from([None, "spread", "together"])) if _chance(draw, 25) else None
+        if peers:                                  # pod affinity among the job's own pods
+            affinity = {**(affinity or {}), **peer_affinity(name, peers)}
         tolerations = draw(st.sampled_from(TOLERATIONS)) if _chance(draw, 30) else None
         mode = draw(st.sampled_from(["pending", "pending", "pending", "running", "mixed", "mixed", "deleting"]))
         # (sub-group name or None, minMember, pod count) per PodSet
@@ -432,6 +448,7 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
                                 node_name=where if state in ("Running", "Releasing", "Bound") else None,
                                 namespace=ns, queue_name=qname, subgroup=sg, node_selector=selector,
                                 affinity=affinity, tolerations=tolerations, deleting=state == "Releasing",
+                                labels={"app": name} if peers else None,
                                 created=created + 1 + k, init_cpu_m=init))
                 if state == "Pending" and _chance(draw, 3):
                     pods[-1]["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]

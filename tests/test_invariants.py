@@ -326,6 +326,7 @@ def check_decisions(raw: Raw, out: dict[str, Any]) -> list[str]:
                               f"over quota {quota}")
 
     errors += topology_errors(raw, placed)
+    errors += peer_affinity_errors(raw, placed)
 
     # Every PodGroup left with pending pods is explained.
     explained = {u["podGroup"]: u["reasons"] for u in out["unschedulable"]}
@@ -381,6 +382,39 @@ def topology_errors(raw: Raw, placed: dict[str, str]) -> list[str]:
     return errors
 
 
+def peer_affinity_errors(raw: Raw, placed: dict[str, str]) -> list[str]:
+    """Required pod (anti-)affinity to the pods of the same app label (clustergen.peer_affinity):
+    one per node, or, for affinity on a key, each new pod in a domain hosting a pod it selects
+    (running, or placed this cycle when none runs), never on a node without the key."""
+    errors: list[str] = []
+    active = {k: (placed[k] if k in placed else raw.state[k][1]) for k in raw.pods
+              if k in placed or (raw.state[k][0] in ("allocated", "releasing") and raw.state[k][1] in raw.pool)}
+    for k, n in placed.items():
+        aff = raw.pods[k]["spec"].get("affinity") or {}
+        labels_of = lambda other: raw.pods[other]["metadata"].get("labels") or {}
+        ns = raw.pods[k]["metadata"]["namespace"]
+        for kind, terms in (("anti", (aff.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")),
+                            ("affinity", (aff.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"))):
+            for t in terms or []:
+                app = t["labelSelector"]["matchLabels"]["app"]
+                key = t["topologyKey"]
+                value = raw.nodes[n]["metadata"].get("labels", {}).get(key)
+                peers = [o for o in active if o != k and labels_of(o).get("app") == app
+                         and raw.pods[o]["metadata"]["namespace"] == ns]
+                same = [o for o in peers if raw.nodes[active[o]]["metadata"].get("labels", {}).get(key) == value]
+                if kind == "anti" and value is not None and same:
+                    errors.append(f"{k} on {n}: anti-affinity {key} with {same}")
+                if kind == "affinity":
+                    running = [o for o in peers if o not in placed]
+                    if value is None:
+                        errors.append(f"{k} on {n}: affinity on {key}, which the node lacks")
+                    elif running and not same:
+                        errors.append(f"{k} on {n}: affinity on {key}, but no pod it selects runs there")
+                    elif not running and [o for o in peers if o in placed] and not same:
+                        errors.append(f"{k} on {n}: affinity on {key}, away from the pods it selects placed with it")
+    return errors
+
+
 def placed_gpus(raw: Raw, out: dict[str, Any]) -> Fraction:
     return sum((raw.request[b["pod"]]["gpu"] for b in out["binds"] + out["pipelined"]), Fraction(0))
 
@@ -428,6 +462,8 @@ def test_cycle_invariants_hold_for_both_engines(doc: dict[str, Any]) -> None:
     constrained = {g for g, pg in raw.groups.items() if pg["spec"].get("topologyConstraint")
                    or any(sg.get("topologyConstraint") for sg in pg["spec"].get("subGroups") or [])}
     event(f"topology-constrained job placed: {bool(started & constrained)}")
+    peers = {raw.group_of[k] for k, p in raw.pods.items() if (p["spec"].get("affinity") or {}).keys() - {"nodeAffinity"}}
+    event(f"pod-affinity job placed: {bool(started & peers)}")
 
 
 # ------------------------------------------------------------------------------------------------

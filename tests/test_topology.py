@@ -203,3 +203,21 @@ def test_preferred_pod_affinity_draws_pods_to_their_peers() -> None:
                                                                 {"name": "podaffinity"}, {"name": "nodeplacement"}]}]}
     _, res = cycle(d, "greedy")
     assert set(placed(res).values()) <= {"n2", "n3"}           # KAI's podaffinity plugin, when configured
+
+
+def test_invariant_checker_catches_topology_and_pod_affinity_violations() -> None:
+    """The hypothesis checker (tests/test_invariants.py) must be able to fail on what it checks."""
+    from test_invariants import Raw, peer_affinity_errors, topology_errors
+    from clustergen import peer_affinity
+    nodes = [racked("a", "z1", "r1"), racked("b", "z1", "r2"), racked("c", "z2", "r1")]
+    g, job = gang("job", 2, 1, constraint(required=RACK))
+    raw = Raw(doc(nodes, [g], job))
+    assert topology_errors(raw, {"default/job-0": "a", "default/job-1": "b"})
+    assert topology_errors(raw, {"default/job-0": "a", "default/job-1": "a"}) == []
+    s, spread = gang("s", 2, 1, labels={"app": "s"}, affinity=peer_affinity("s", "spread"))
+    t, together = gang("t", 2, 1, labels={"app": "t"}, affinity=peer_affinity("t", "together"))
+    raw = Raw(doc(nodes, [s, t], spread + together))
+    assert peer_affinity_errors(raw, {"default/s-0": "a", "default/s-1": "a"})
+    assert peer_affinity_errors(raw, {"default/s-0": "a", "default/s-1": "b"}) == []
+    assert peer_affinity_errors(raw, {"default/t-0": "a", "default/t-1": "c"})
+    assert peer_affinity_errors(raw, {"default/t-0": "a", "default/t-1": "b"}) == []
