@@ -12,6 +12,7 @@ from fractions import Fraction
 
 from kai_cp import capacity
 from kai_cp.fit import Fitter, summarize
+from kai_cp.gpu_sharing_place import place_shared, shared_failure_reasons
 from kai_cp.jobs import BINDING, BOUND, DEFAULT_PODSET, PENDING, RUNNING, JobInfo, TaskInfo
 from kai_cp.ordering import JobQueue, job_order_key, request_vector, tasks_to_allocate
 from kai_cp.session import Session
@@ -114,17 +115,14 @@ class Allocator:
 
     def _place(self, job: JobInfo, task: TaskInfo, last: tuple | None):
         """Place one task; returns (class key, node, idle) on success or the task's fit-error text."""
-        if task.request.is_shared_gpu:
-            return ("fractional GPU requests (gpu-fraction / gpu-memory) are not placed by this version of "
-                    "kai-cp; GPU sharing is a separate module")
-        if task.request.kind == "MigInstance":
-            return "MIG requests are not placed by this version of kai-cp"
         pre = self.fitter.pre_predicate_error(task)
         if pre is not None:
             return f"Scheduling conditions were not met for pod {task.key}:\nMaxNodePoolResources: {pre}."
         cap_err = self._task_capacity_error(job, task)
         if cap_err is not None:
             return summarize({cap_err: len(self.state.nodes)})
+        if task.request.is_shared_gpu:      # KAI's fractional allocation (7.4)
+            return None if place_shared(self.fitter, task) else summarize(shared_failure_reasons(self.fitter, task))
         key = (task.request, task.predicate_key, task.nominated_node)
         walker = last[1] if last is not None and last[0] == key else None
         if walker is None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from kai_cp.capacity import room
+from kai_cp.gpu_sharing import SharedLedger, shared_bound
 from kai_cp.greedy import GreedyResult
+from kai_cp.mig import types_of
 from kai_cp.model.base import PodClass
 from kai_cp.state import ClusterState
 
@@ -26,8 +28,16 @@ _COL = {"cpu": 0, "memory": 1, "gpu": 2}
 
 
 def modelled(task) -> bool:
-    """Requests this model places: whole GPUs, CPU, memory, extended resources."""
-    return not task.request.is_shared_gpu and task.request.kind != "MigInstance"
+    """Requests this model places: whole GPUs, CPU, memory, extended resources incl. MIG instances
+    (shared GPUs are placed by model/gpu_sharing.py)."""
+    return not task.request.is_shared_gpu
+
+
+def _ledger(state: ClusterState) -> SharedLedger:
+    cached = state.__dict__.get("_shared_ledger0")
+    if cached is None:
+        cached = state.__dict__["_shared_ledger0"] = SharedLedger.open(state.nodes)
+    return cached
 
 
 def build_classes(state: ClusterState, greedy: GreedyResult) -> list[PodClass]:
@@ -38,7 +48,7 @@ def build_classes(state: ClusterState, greedy: GreedyResult) -> list[PodClass]:
         for ps in sorted(job.podsets.values(), key=lambda p: p.name):
             groups: dict[tuple, list] = {}
             for t in ps.pending:
-                if modelled(t):
+                if modelled(t) and not table.missing_resources(t):   # a resource no node has: fits nowhere
                     groups.setdefault((t.request, t.predicate_key, t.nominated_node), []).append(t)
             for tasks in groups.values():
                 vec = table.vector(tasks[0])
@@ -130,11 +140,13 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         if _blocked_by_queue(state, c):
             continue
         best_effort = c.tasks[0].request.best_effort
-        key = (c.vec.tobytes(), c.tasks[0].predicate_key, best_effort)
+        key = (c.vec.tobytes(), c.tasks[0].predicate_key, best_effort, c.tasks[0].request.kind)
         cached = ranked_cache.get(key)
         if cached is None:
-            static = state.predicates.mask(c.tasks[0].predicate_key)
+            static = state.predicates.mask(c.tasks[0].predicate_key) & types_of(state).mask(c.tasks[0].request)
             ub = _per_node_bound(free0, c.vec) if not best_effort else np.full(len(state.nodes), 1 << 40)
+            if c.tasks[0].request.is_shared_gpu:
+                ub = np.minimum(ub, shared_bound(c.tasks[0].request, _ledger(state), free0))
             nodes = np.nonzero(static & (ub > 0))[0]
             col = 2 if c.gpus > 0 else 0
             spread = (state.config.gpu_placement if c.gpus else state.config.cpu_placement) == "spread"
@@ -157,6 +169,8 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
             chosen = np.concatenate([chosen, extra])
         sel_ub = np.minimum(_per_node_bound(free0[chosen], c.vec) if not best_effort else np.full(len(chosen), c.size),
                             c.size)
+        if c.tasks[0].request.is_shared_gpu:
+            sel_ub = np.minimum(sel_ub, shared_bound(c.tasks[0].request, _ledger(state), free0)[chosen])
         used += len(chosen)
         cls_out.append(np.full(len(chosen), c.index, dtype=np.int64))
         node_out.append(chosen.astype(np.int64))
