@@ -28,9 +28,9 @@ _COL = {"cpu": 0, "memory": 1, "gpu": 2}
 
 
 def modelled(task) -> bool:
-    """Requests this model places: whole GPUs, CPU, memory, extended resources incl. MIG instances
-    (shared GPUs are placed by model/gpu_sharing.py)."""
-    return not task.request.is_shared_gpu
+    """Requests this model places: all of them (whole GPUs, CPU, memory, extended resources incl.
+    MIG instances; the devices of shared-GPU pods are chosen by model/gpu_sharing.py)."""
+    return True
 
 
 def _ledger(state: ClusterState) -> SharedLedger:
