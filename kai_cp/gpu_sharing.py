@@ -79,6 +79,15 @@ def group_labels(groups) -> dict[str, str]:
     return out
 
 
+def largest_portion(request: PodRequest, state) -> Fraction:
+    """The most GPUs a GPU-memory request can count for on any node (its portion on the node with
+    the least GPU memory). KAI counts 0 in its per-task queue check (quirk 15) and so can take a
+    queue over its limit or non-preemptible quota once the pod counts on its node; kai-cp checks
+    the amount the pod will count for."""
+    mems = [n.gpu_memory for n in state.nodes if n.gpu_memory_synced] or [100]
+    return portion_on_node(request, min(mems)) * max(request.devices, 1)
+
+
 def new_group_id(node: str, task: TaskInfo, index: int) -> str:
     """KAI draws a random UUID; kai-cp derives one from node, pod and device index, so the same
     snapshot gives the same decisions."""
@@ -92,6 +101,7 @@ class Device:
     used: int = 0
     allocated: int = 0
     releasing: int = 0
+    holders: int = 0          # tasks holding memory here (KAI: the group has an "allocated" entry)
 
     def fits(self, mem: int, capacity: int) -> bool:
         """fits_on_group (7.2): in use, room counting releasing memory, not entirely releasing."""
@@ -99,7 +109,9 @@ class Device:
             and self.allocated != self.releasing
 
     def fits_idle(self, mem: int, capacity: int) -> bool:
-        return capacity - self.allocated - mem >= 0
+        """fits_idle_on_group (7.2): only on a GPU some task holds; one opened by a pipelined
+        task is still being released, so whoever joins it waits too."""
+        return self.holders > 0 and capacity - self.allocated - mem >= 0
 
     def free(self, capacity: int) -> int:
         """Room for a new pod counting releasing memory, or -1 when no pod may join."""
@@ -125,7 +137,8 @@ class SharedLedger:
     @classmethod
     def open(cls, nodes) -> "SharedLedger":
         capacity = np.array([n.gpu_memory for n in nodes], dtype=np.int64)
-        base = [{g: Device(d.used, d.allocated, d.releasing) for g, d in n.gpu_groups.items()} for n in nodes]
+        base = [{g: Device(d.used, d.allocated, d.releasing, len(d.tasks)) for g, d in n.gpu_groups.items()}
+                for n in nodes]
         best = np.full(len(nodes), -1, dtype=np.int64)
         for i, groups in enumerate(base):
             if groups:
@@ -140,7 +153,7 @@ class SharedLedger:
     def _writable(self, n: int) -> dict[str, Device]:
         g = self._nodes.get(n)
         if g is None:
-            g = self._nodes[n] = {k: Device(d.used, d.allocated, d.releasing) for k, d in self.base[n].items()}
+            g = self._nodes[n] = {k: Device(d.used, d.allocated, d.releasing, d.holders) for k, d in self.base[n].items()}
         return g
 
     def apply(self, n: int, groups: tuple[str, ...], mem: int, pipelined: bool, sign: int) -> None:
@@ -156,6 +169,7 @@ class SharedLedger:
                 d.releasing -= sign * mem
             else:
                 d.allocated += sign * mem
+                d.holders += sign
             if d.used == 0 and d.allocated == 0 and d.releasing == 0 and g not in self.base[n]:
                 del devs[g]
         cap = int(self.capacity[n])

@@ -12,6 +12,7 @@ from fractions import Fraction
 
 from kai_cp import capacity
 from kai_cp.fit import Fitter, summarize
+from kai_cp.gpu_sharing import largest_portion
 from kai_cp.gpu_sharing_place import place_shared, shared_failure_reasons
 from kai_cp.jobs import BINDING, BOUND, DEFAULT_PODSET, PENDING, RUNNING, JobInfo, TaskInfo
 from kai_cp.ordering import JobQueue, job_order_key, request_vector, tasks_to_allocate
@@ -80,7 +81,7 @@ class Allocator:
     def _task_capacity_error(self, job: JobInfo, task: TaskInfo) -> str | None:
         """Per-task queue check (first predicate): GPU counted as one device's portion (quirk 15)."""
         r = task.request
-        gpu = Fraction(1) if r.gpus > 0 else (r.gpu_quota if r.kind != "GpuMemory" else Fraction(0))
+        gpu = Fraction(1) if r.gpus > 0 else (r.gpu_quota if r.kind != "GpuMemory" else largest_portion(r, self.state))
         req = {"cpu": Fraction(r.cpu), "memory": Fraction(r.memory), "gpu": gpu}
         fail = capacity.check(job, req, self.state.queue_path(job.queue), self.session.allocated, self.session.allocated_np)
         if fail is None:

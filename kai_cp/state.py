@@ -8,6 +8,7 @@ for jobs, a reason; nothing here raises on bad objects.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Iterable
@@ -48,6 +49,7 @@ class ClusterState:
     warnings: list[ObjectWarning] = field(default_factory=list)
     orphan_groups: dict[str, list[str]] = field(default_factory=dict)   # missing PodGroup -> reasons
     legacy_mig_nodes: set[str] = field(default_factory=set)            # nodes running legacy-MIG pods (7.5)
+    workload: Counter = field(default_factory=Counter)                 # (request, predicates) -> pods running or waiting
     snapshot: object = None
 
     def queue_path(self, queue: str) -> list[QueueInfo]:
@@ -236,6 +238,7 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
     tasks: list[TaskInfo] = []
     other_usage: list[TaskInfo] = []
     legacy_nodes: set[str] = set()
+    workload: Counter = Counter()
     for pod in raw.pods:
         meta = pod.metadata
         status, node = _status(pod, bind_nodes)
@@ -254,6 +257,8 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
                         gpu_groups=groups, nominated_node=(pod.status.nominated_node_name if pod.status else None),
                         scheduler_name=pod.spec.scheduler_name or "default-scheduler",
                         utility=labels.get("app") in UTILITY_APPS, pod=pod)
+        if status in ACTIVE_USED or status == PENDING:
+            workload[(request, task.predicate_key)] += 1
         if status in ACTIVE_USED and node in node_by_name:
             table.add_task(task)
             other_usage.append(task)
@@ -298,7 +303,7 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
         queues[name].fair_share = dict(share)
     return ClusterState(config=cfg, nodes=nodes, table=table, predicates=PredicateCache(nodes), queues=queues,
                         jobs=jobs, tasks=tasks, total=total, warnings=warnings, orphan_groups=orphan_groups,
-                        snapshot=snap, legacy_mig_nodes=legacy_nodes)
+                        snapshot=snap, legacy_mig_nodes=legacy_nodes, workload=workload)
 
 
 def _backed_off(pg, cfg: SchedulerConfig) -> bool:

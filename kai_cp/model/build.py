@@ -8,6 +8,7 @@ from kai_cp.greedy import GreedyResult
 from kai_cp.model.base import Concern, ModelContext
 from kai_cp.model.candidates import build_classes, greedy_class_nodes, pair_counts, select_pairs
 from kai_cp.model.gang import Gang
+from kai_cp.model.fragmentation import Fragmentation
 from kai_cp.model.gpu_sharing import GpuSharing
 from kai_cp.model.node_capacity import NodeCapacity
 from kai_cp.model.objective import SAFE_OBJECTIVE
@@ -22,7 +23,7 @@ from kai_cp.state import ClusterState
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
 CONSTRAINTS: tuple[Concern, ...] = (NodeCapacity(), Gang(), QueueQuota())
 OBJECTIVE_LEVELS: tuple[tuple[Concern, ...], ...] = (
-    (KeepGreedyNodes(), Placement(), Pipelining(), GpuSharing()),     # soft preferences, one level
+    (KeepGreedyNodes(), Placement(), Pipelining(), GpuSharing(), Fragmentation()),   # soft preferences, one level
     (Utilisation(),),
     (KaiOrder(),),
 )

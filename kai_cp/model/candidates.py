@@ -16,6 +16,7 @@ from kai_cp.capacity import room
 from kai_cp.gpu_sharing import SharedLedger, shared_bound
 from kai_cp.greedy import GreedyResult
 from kai_cp.mig import types_of
+from kai_cp.model.fragmentation import class_deltas
 from kai_cp.model.base import PodClass
 from kai_cp.state import ClusterState
 
@@ -140,7 +141,8 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         if _blocked_by_queue(state, c):
             continue
         best_effort = c.tasks[0].request.best_effort
-        key = (c.vec.tobytes(), c.tasks[0].predicate_key, best_effort, c.tasks[0].request.kind)
+        key = (c.vec.tobytes(), c.tasks[0].predicate_key, best_effort, c.tasks[0].request.kind,
+               c.tasks[0].request.gpu_portion, c.tasks[0].request.gpu_memory, c.tasks[0].request.devices)
         cached = ranked_cache.get(key)
         if cached is None:
             static = state.predicates.mask(c.tasks[0].predicate_key) & types_of(state).mask(c.tasks[0].request)
@@ -151,6 +153,9 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
             col = 2 if c.gpus > 0 else 0
             spread = (state.config.gpu_placement if c.gpus else state.config.cpu_placement) == "spread"
             prim = -free0[nodes, col] if spread else free0[nodes, col]
+            frag = class_deltas(state, free0, c.tasks[0].request)
+            if frag is not None:      # least fragmentation first (model/fragmentation.py)
+                prim = np.where(np.isfinite(frag[nodes]), frag[nodes], 1e18)
             after = _per_node_bound(free_after[nodes], c.vec) if not best_effort else ub[nodes]
             order = np.lexsort((nodes, prim, after <= 0))
             nodes = nodes[order]

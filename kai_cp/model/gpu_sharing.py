@@ -72,7 +72,7 @@ class GpuSharing:
             for a, b in zip(opens, opens[1:]):
                 m.add(a >= b)
             nd = nodes[n] = NodeDevices(n, existing, opens)
-            dev_load: list[list[tuple[cp_model.IntVar, int]]] = [[] for _ in range(len(existing) + slots)]
+            dev_load: list[list[tuple[cp_model.IntVar, int, int]]] = [[] for _ in range(len(existing) + slots)]
             for i in pairs:
                 req = ctx.classes[int(ctx.pair_class[i])].tasks[0].request
                 mem = task_memory(req, cap)
@@ -85,10 +85,11 @@ class GpuSharing:
                 for d, (g, free, used) in enumerate(existing):
                     if free < mem:
                         continue
-                    z = m.new_int_var(0, min(ub, free // mem), "")
+                    bound = min(ub, free // mem)
+                    z = m.new_int_var(0, bound, "")
                     nd.z[(i, d)] = z
                     places.append(z)
-                    dev_load[d].append((z, mem))
+                    dev_load[d].append((z, mem, bound))
                     if not spread:
                         w = JOIN_WEIGHT + (JOIN_WEIGHT * used) // cap
                         terms_v.append(z)
@@ -96,11 +97,12 @@ class GpuSharing:
                         max_gain += w * min(ub, free // mem)
                 for k, o in enumerate(opens):
                     d = len(existing) + k
-                    z = m.new_int_var(0, min(ub, cap // mem), "")
-                    m.add(z <= min(ub, cap // mem) * o)
+                    bound = min(ub, cap // mem)
+                    z = m.new_int_var(0, bound, "")
+                    m.add(z <= bound * o)
                     nd.z[(i, d)] = z
                     places.append(z)
-                    dev_load[d].append((z, mem))
+                    dev_load[d].append((z, mem, bound))
                 if not places:
                     m.add(ctx.x[i] == 0)
                     continue
@@ -112,13 +114,14 @@ class GpuSharing:
                 if not load:
                     continue
                 capacity = existing[d][1] if d < len(existing) else cap
-                worst = sum(z.proto.domain[-1] * mem for z, mem in load)
+                worst = sum(bound * mem for _, mem, bound in load)
                 if d >= len(existing):
                     o = opens[d - len(existing)]
-                    m.add(cp_model.LinearExpr.weighted_sum([z for z, _ in load], [mem for _, mem in load])
+                    m.add(cp_model.LinearExpr.weighted_sum([z for z, _, _ in load], [mem for _, mem, _ in load])
                           <= capacity * o)
                 elif worst > capacity:
-                    m.add(cp_model.LinearExpr.weighted_sum([z for z, _ in load], [mem for _, mem in load]) <= capacity)
+                    m.add(cp_model.LinearExpr.weighted_sum([z for z, _, _ in load], [mem for _, mem, _ in load])
+                          <= capacity)
             if opens:
                 # Whole GPUs: whole-GPU pods plus opened shared devices; pod slots: pods plus reservation pods.
                 gpu_vars, gpu_coef, pod_vars = list(opens), [1] * len(opens), list(opens)
