@@ -10,6 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from kai_cp.gcpause import gc_paused
+from kai_cp.gpu_sharing import gpu_fraction
 from kai_cp.greedy import GreedyResult, run_allocate
 from kai_cp.model.build import build_model
 from kai_cp.model.candidates import PAIRS_PER_SECOND
@@ -58,11 +59,12 @@ class CycleResult:
         for p in sorted(self.session.placements.values(), key=lambda p: p.task.key):
             if not p.pipelined:
                 out.append({"pod": p.task.key, "podGroup": p.task.job, "node": self.state.nodes[p.node].name,
-                            "gpuGroups": [], "gpuFraction": None})
+                            "gpuGroups": list(p.gpu_groups), "gpuFraction": gpu_fraction(self.state, p)})
         return out
 
     def pipelined(self) -> list[dict]:
-        return [{"pod": p.task.key, "podGroup": p.task.job, "node": self.state.nodes[p.node].name}
+        return [{"pod": p.task.key, "podGroup": p.task.job, "node": self.state.nodes[p.node].name,
+                 "gpuGroups": list(p.gpu_groups)}
                 for p in sorted(self.session.placements.values(), key=lambda p: p.task.key) if p.pipelined]
 
     def to_json(self) -> dict:

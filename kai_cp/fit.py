@@ -11,6 +11,7 @@ from collections import Counter
 import numpy as np
 
 from kai_cp.jobs import TaskInfo
+from kai_cp.mig import types_of
 from kai_cp.pod_affinity import preferred_scores
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -60,6 +61,8 @@ class Fitter:
         self.has = {col: np.nonzero(t.allocatable[:, col] > 0)[0] for col in (0, 2)}
         self._subsets: dict[tuple, np.ndarray] = {}
         self.pod_affinity_scoring = "podaffinity" in state.config.plugins    # off in KAI's default config
+        self.types = types_of(state)
+        self.synced = np.array([n.gpu_memory_synced for n in state.nodes], dtype=bool)
 
     def pre_predicate_error(self, task: TaskInfo) -> str | None:
         """MaxNodePoolResources (5.3): a request larger than any single node's allocatable."""
@@ -80,10 +83,10 @@ class Fitter:
 
     def subset(self, task: TaskInfo, vec: np.ndarray) -> np.ndarray:
         best_effort = task.request.best_effort
-        key = (vec.tobytes(), task.predicate_key, best_effort)
+        key = (vec.tobytes(), task.predicate_key, best_effort, task.request.kind)
         sub = self._subsets.get(key)
         if sub is None:
-            ok = self.state.predicates.mask(task.predicate_key)
+            ok = self.state.predicates.mask(task.predicate_key) & self.types.mask(task.request)
             if not best_effort:
                 need = vec > 0
                 ok = ok & np.all(self.state.table.free[:, need] >= vec[need], axis=1)
@@ -158,7 +161,7 @@ class Fitter:
             return None                  # scores other than binpack: rank afresh per task
         s = self.session
         vec = self.state.table.vector(task)
-        key = (vec.tobytes(), task.predicate_key, task.request.best_effort)
+        key = (vec.tobytes(), task.predicate_key, task.request.best_effort, task.request.kind)
         sub = self.subset(task, vec)
         cols = np.nonzero(vec > 0)[0]
         if task.request.best_effort:

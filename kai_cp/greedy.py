@@ -14,6 +14,8 @@ import numpy as np
 
 from kai_cp import capacity
 from kai_cp.fit import Fitter, summarize
+from kai_cp.gpu_sharing import largest_portion
+from kai_cp.gpu_sharing_place import place_shared, shared_failure_reasons
 from kai_cp.jobs import BINDING, BOUND, DEFAULT_PODSET, PENDING, RUNNING, JobInfo, TaskInfo
 from kai_cp.pod_affinity import carries_anti_affinity, in_cycle_exclusion
 from kai_cp.ordering import JobQueue, job_order_key, request_vector, tasks_to_allocate
@@ -96,7 +98,7 @@ class Allocator:
     def _task_capacity_error(self, job: JobInfo, task: TaskInfo) -> str | None:
         """Per-task queue check (first predicate): GPU counted as one device's portion (quirk 15)."""
         r = task.request
-        gpu = Fraction(1) if r.gpus > 0 else (r.gpu_quota if r.kind != "GpuMemory" else Fraction(0))
+        gpu = Fraction(1) if r.gpus > 0 else (r.gpu_quota if r.kind != "GpuMemory" else largest_portion(r, self.state))
         req = {"cpu": Fraction(r.cpu), "memory": Fraction(r.memory), "gpu": gpu}
         fail = capacity.check(job, req, self.state.queue_path(job.queue), self.session.allocated, self.session.allocated_np)
         if fail is None:
@@ -171,11 +173,6 @@ class Allocator:
                scores: np.ndarray | None = None):
         """Place one task; returns (class key, walker) on success or the task's fit-error text.
         Inside a topology node set (`mask`) nodes are ranked afresh per task, with the set's scores."""
-        if task.request.is_shared_gpu:
-            return ("fractional GPU requests (gpu-fraction / gpu-memory) are not placed by this version of "
-                    "kai-cp; GPU sharing is a separate module")
-        if task.request.kind == "MigInstance":
-            return "MIG requests are not placed by this version of kai-cp"
         pre = self.fitter.pre_predicate_error(task)
         if pre is not None:
             return f"Scheduling conditions were not met for pod {task.key}:\nMaxNodePoolResources: {pre}."
@@ -183,6 +180,9 @@ class Allocator:
         if cap_err is not None:
             return summarize({cap_err: len(self.state.nodes)})
         mask = self._in_cycle_mask(task, mask)
+        if task.request.is_shared_gpu:      # KAI's fractional allocation (7.4)
+            return None if place_shared(self.fitter, task, mask, scores) else \
+                summarize(shared_failure_reasons(self.fitter, task, mask))
         if mask is not None:
             node, pipelined = self.fitter.choose(task, mask, scores)
             if node is None:

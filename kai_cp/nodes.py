@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kai_cp.gpu_sharing import task_memory
 from kai_cp.jobs import PIPELINED, RELEASING, TaskInfo
 from kai_cp.resources import GPU_RESOURCES, node_capacity
 
@@ -153,8 +154,7 @@ class NodeTable:
 
     def _add_shared(self, task: TaskInfo, i: int) -> None:
         node = self.nodes[i]
-        r = task.request
-        mem = r.gpu_memory if r.kind == "GpuMemory" else int(r.gpu_portion * node.gpu_memory)
+        mem = task_memory(task.request, node.gpu_memory)
         for g in task.gpu_groups:
             grp = node.gpu_groups.setdefault(g, GpuGroup())
             grp.used += mem
@@ -168,11 +168,20 @@ class NodeTable:
         releasing counts as a releasing whole GPU (spec 7.3 summary invariants)."""
         self._idle = self._free = None
         for node in self.nodes:
+            i = node.index
+            whole = int(self.used[i, 2])
+            idle = int(self.allocatable[i, 2]) - whole
+            in_use = 0
             for grp in node.gpu_groups.values():
-                if grp.used > 0:
-                    self.used[node.index, 2] += 1
-                    if grp.used == grp.releasing:
-                        self.releasing[node.index, 2] += 1
+                if grp.used <= 0:
+                    continue
+                in_use += 1
+                # KAI takes a shared GPU out of Idle only while the node's GPU count allows it (7.3).
+                if node.gpu_count < idle + whole + in_use:
+                    idle -= 1
+                    self.used[i, 2] += 1
+                if grp.used == grp.releasing:
+                    self.releasing[i, 2] += 1
 
     def missing_resources(self, task: TaskInfo) -> list[str]:
         return [name for name, amount in task.request.scalars if amount and name not in self.col]

@@ -20,6 +20,8 @@ _MIG_RE = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
 FRACTION_ANNOTATION = "gpu-fraction"
 GPU_MEMORY_ANNOTATION = "gpu-memory"
 NUM_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
+CONTAINER_ANNOTATION = "gpu-fraction-container-name"
+MPS_ANNOTATION = "mps"
 _STORAGE = ("ephemeral-storage", "storage")
 _IGNORED = {"cpu", "memory", "pods", *GPU_RESOURCES}
 BEST_EFFORT_CPU = 10                      # millicores
@@ -121,6 +123,7 @@ def pod_request(spec, annotations: Mapping[str, str]) -> PodRequest:
     problems: list[str] = []
     frac_raw = annotations.get(FRACTION_ANNOTATION)
     mem_raw = annotations.get(GPU_MEMORY_ANNOTATION)
+    num_raw = annotations.get(NUM_DEVICES_ANNOTATION)
     if mem_raw is not None:
         try:
             memory = int(str(mem_raw).strip())
@@ -133,21 +136,55 @@ def pod_request(spec, annotations: Mapping[str, str]) -> PodRequest:
     if frac_raw is not None:
         try:
             portion = Fraction(str(frac_raw).strip())
-            if not 0 < portion <= 1:
+            if not 0 < portion < 1:
                 raise ValueError
             kind, devices, gpus, memory = "Fraction", 1, 0, 0
         except (ValueError, ZeroDivisionError):
-            problems.append(f"annotation {FRACTION_ANNOTATION}={frac_raw!r} is not a number in (0, 1]")
+            problems.append(f"annotation {FRACTION_ANNOTATION}={frac_raw!r} is not a number strictly between 0 and 1 "
+                            f"(ask for whole GPUs with nvidia.com/gpu)")
             portion = Fraction(0)
-    if kind in ("Fraction", "GpuMemory") and annotations.get(NUM_DEVICES_ANNOTATION) is not None:
+        if mem_raw is not None:
+            problems.append(f"annotations {FRACTION_ANNOTATION} and {GPU_MEMORY_ANNOTATION} cannot be combined")
+    problems += _sharing_problems(spec, annotations, frac_raw, mem_raw, num_raw)
+    if kind in ("Fraction", "GpuMemory") and num_raw is not None:
         try:
-            devices = int(str(annotations[NUM_DEVICES_ANNOTATION]).strip())
+            devices = int(str(num_raw).strip())
+            if devices <= 0:
+                raise ValueError
         except ValueError:
-            problems.append(f"annotation {NUM_DEVICES_ANNOTATION} is not an integer")
+            problems.append(f"annotation {NUM_DEVICES_ANNOTATION}={num_raw!r} is not an integer > 0")
+            devices = 1
     if any(k.startswith(MIG_PREFIX) for k, _ in scalars):
         kind = "MigInstance"
     return PodRequest(cpu=base.get("cpu", 0), memory=base.get("memory", 0), gpus=int(gpus), scalars=scalars,
                       kind=kind, gpu_portion=portion, gpu_memory=memory, devices=devices, problems=tuple(problems))
+
+
+def _sharing_problems(spec, annotations: Mapping[str, str], frac_raw, mem_raw, num_raw) -> list[str]:
+    """The admission webhook's GPU-sharing rules (spec 7.1): KAI rejects such pods at creation,
+    so a pod that got past it anyway is not scheduled rather than guessed at."""
+    out: list[str] = []
+    containers = list(spec.containers or [])
+    whole_limit = any(g in ((c.resources.limits or {}) if c.resources else {}) or
+                      g in ((c.resources.requests or {}) if c.resources else {})
+                      for c in containers + list(spec.init_containers or []) for g in GPU_RESOURCES)
+    if whole_limit and frac_raw is not None:
+        out.append(f"annotation {FRACTION_ANNOTATION} cannot be combined with a whole-GPU (nvidia.com/gpu) request")
+    if whole_limit and mem_raw is not None:
+        out.append(f"annotation {GPU_MEMORY_ANNOTATION} cannot be combined with a whole-GPU (nvidia.com/gpu) request")
+    if num_raw is not None and frac_raw is None and mem_raw is None:
+        out.append(f"annotation {NUM_DEVICES_ANNOTATION} needs {FRACTION_ANNOTATION} or {GPU_MEMORY_ANNOTATION}")
+    if str(annotations.get(MPS_ANNOTATION, "")).lower() == "true" and frac_raw is None and mem_raw is None:
+        out.append(f"annotation {MPS_ANNOTATION}=true needs a fractional GPU request")
+    if any(str(k).startswith(MIG_PREFIX) for k in annotations):
+        out.append("MIG requested through annotations (legacy MIG) is never scheduled; request "
+                   "nvidia.com/mig-<g>g.<m>gb as a resource instead")
+    target = annotations.get(CONTAINER_ANNOTATION)
+    if target is not None and (frac_raw is not None or mem_raw is not None):
+        names = {c.name for c in containers + list(spec.init_containers or [])}
+        if target not in names:
+            out.append(f"annotation {CONTAINER_ANNOTATION}={target!r} names no container of the pod")
+    return out
 
 
 def node_capacity(allocatable: Mapping[str, str] | None) -> dict[str, int]:

@@ -12,6 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from kai_cp.gpu_sharing import SharedLedger, task_memory
 from kai_cp.jobs import ALLOCATED, PIPELINED, JobInfo, TaskInfo, queue_gpu_of_accepted
 from kai_cp.state import ClusterState
 
@@ -22,6 +23,9 @@ class Placement:
     node: int
     pipelined: bool
     from_releasing: np.ndarray
+    vec: np.ndarray | None = None              # what it takes on the node (a shared GPU it opens counts whole)
+    gpu_groups: tuple[str, ...] = ()           # shared GPUs it joins or opens (fractional tasks)
+    ledger_pipelined: bool = False             # how the shared-GPU ledger recorded it (undo exactly that)
 
 
 @dataclass
@@ -35,6 +39,7 @@ class Session:
     added: dict[tuple[str, str], int] = field(default_factory=dict)    # (job, podset) -> tasks placed this cycle
     free: np.ndarray | None = None                                     # idle + releasing, kept in step
     touched: set[int] = field(default_factory=set)                     # nodes placed on since the checkpoint
+    shared: SharedLedger | None = None                                 # shared GPUs per node (7.3)
     _log: list[Placement] = field(default_factory=list)
 
     @classmethod
@@ -43,7 +48,8 @@ class Session:
         idle, releasing = t.idle.copy(), t.releasing.copy()
         return cls(state=state, idle=idle, releasing=releasing,
                    allocated={q: dict(v.allocated) for q, v in state.queues.items()},
-                   allocated_np={q: dict(v.allocated_np) for q, v in state.queues.items()}, free=idle + releasing)
+                   allocated_np={q: dict(v.allocated_np) for q, v in state.queues.items()}, free=idle + releasing,
+                   shared=SharedLedger.open(state.nodes))
 
     # -- queries -------------------------------------------------------------------------
     def status(self, task: TaskInfo) -> str:
@@ -61,15 +67,22 @@ class Session:
                 "gpu": queue_gpu_of_accepted(task, mem)}
 
     # -- operations ----------------------------------------------------------------------
-    def place(self, task: TaskInfo, node: int, pipelined: bool) -> None:
+    def place(self, task: TaskInfo, node: int, pipelined: bool, gpu_groups: tuple[str, ...] = (),
+              new_groups: int = 0) -> None:
         vec = self.state.table.vector(task)
+        if new_groups:
+            vec = vec.copy()
+            vec[2] += new_groups          # each newly opened shared GPU leaves the whole-GPU pool once
         # A pipelined task consumes releasing capacity first, then idle (spec 1.5).
         from_rel = np.minimum(vec, np.maximum(self.releasing[node], 0)) if pipelined else np.zeros_like(vec)
         self.releasing[node] -= from_rel
         self.idle[node] -= vec - from_rel
         self.free[node] -= vec
         self.touched.add(node)
-        p = Placement(task, node, pipelined, from_rel)
+        p = Placement(task, node, pipelined, from_rel, vec, tuple(gpu_groups), pipelined)
+        if gpu_groups:
+            self.shared.apply(node, p.gpu_groups, task_memory(task.request, self.state.nodes[node].gpu_memory),
+                              pipelined, +1)
         self.placements[task.key] = p
         self._log.append(p)
         k = (task.job, task.podset)
@@ -100,7 +113,10 @@ class Session:
     def rollback(self, cp: int) -> None:
         while len(self._log) > cp:
             p = self._log.pop()
-            vec = self.state.table.vector(p.task)
+            vec = p.vec
+            if p.gpu_groups:
+                self.shared.apply(p.node, p.gpu_groups,
+                                  task_memory(p.task.request, self.state.nodes[p.node].gpu_memory), p.ledger_pipelined, -1)
             self.releasing[p.node] += p.from_releasing
             self.idle[p.node] += vec - p.from_releasing
             self.free[p.node] += vec

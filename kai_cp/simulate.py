@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kai_cp.cycle import CycleResult, CycleSettings, run_cycle
+from kai_cp.gpu_sharing import group_labels
 from kai_cp.loader import LoadedSnapshot, dump_snapshot
 from kai_cp.state import POD_GROUP_ANNOTATION, build_cluster_state
 from models import PodStatus
@@ -21,6 +22,8 @@ def apply_decisions(loaded: LoadedSnapshot, result: CycleResult) -> None:
         if pod is None:
             continue
         pod.spec.node_name = result.state.nodes[placement.node].name
+        if placement.gpu_groups:      # the pod runs in its shared GPU; a new group becomes a shared device
+            pod.metadata.labels = {**(pod.metadata.labels or {}), **group_labels(placement.gpu_groups)}
         if pod.status is None:
             pod.status = PodStatus(phase="Running")
         else:

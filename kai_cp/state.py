@@ -8,7 +8,8 @@ for jobs, a reason; nothing here raises on bad objects.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Iterable
 
@@ -19,7 +20,9 @@ from kai_cp.fairshare import ShareQueue, compute_fair_share
 from kai_cp.jobs import (ACTIVE_USED, BINDING, BOUND, DEFAULT_PODSET, FAILED, GATED, PENDING, QUEUE_ALLOCATED,
                          RELEASING, RUNNING, SUCCEEDED, UNKNOWN, JobInfo, PodSet, TaskInfo, queue_gpu_of_accepted,
                          ts_key)
+from kai_cp.gpu_sharing import RESERVATION_APP, selected_groups
 from kai_cp.loader import LoadedSnapshot
+from kai_cp.mig import legacy_mig
 from kai_cp.nodes import NodeInfo, NodeTable, make_node
 from kai_cp.predicates import PredicateCache, predicate_key
 from kai_cp.queues import RESOURCES, QueueInfo, ancestors, build_queues
@@ -47,6 +50,8 @@ class ClusterState:
     total: dict[str, Fraction]
     warnings: list[ObjectWarning] = field(default_factory=list)
     orphan_groups: dict[str, list[str]] = field(default_factory=dict)   # missing PodGroup -> reasons
+    legacy_mig_nodes: set[str] = field(default_factory=set)            # nodes running legacy-MIG pods (7.5)
+    workload: Counter = field(default_factory=Counter)                 # (request, predicates) -> pods running or waiting
     snapshot: object = None
     topologies: dict[str, TopologyTree] = field(default_factory=dict)
 
@@ -240,15 +245,22 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
 
     table = NodeTable(nodes)
     bind_nodes = _bind_requests(raw.bind_requests)
+    bind_groups = selected_groups(raw.bind_requests)
     tasks: list[TaskInfo] = []
     other_usage: list[TaskInfo] = []
+    legacy_nodes: set[str] = set()
+    workload: Counter = Counter()
     for pod in raw.pods:
         meta = pod.metadata
         status, node = _status(pod, bind_nodes)
         labels = meta.labels or {}
         annotations = meta.annotations or {}
         request = pod_request(pod.spec, annotations)
+        if labels.get("app") == RESERVATION_APP:
+            request = replace(request, gpus=0)     # a reservation pod's GPU is its shared group's (7.3, 7.6)
         groups = tuple(sorted({v for k, v in labels.items() if k == GPU_GROUP_LABEL or k.startswith(GPU_GROUP_LABEL + "/")}))
+        if not groups and status == BINDING and request.is_shared_gpu:
+            groups = bind_groups.get((meta.namespace or "", meta.name), ())   # in-flight BindRequest (7.2)
         group = annotations.get(POD_GROUP_ANNOTATION)
         task = TaskInfo(uid=meta.uid or meta.name, name=meta.name, namespace=meta.namespace or "default",
                         job=group, podset=None, status=status, node=node, request=request,
@@ -256,9 +268,13 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
                         gpu_groups=groups, nominated_node=(pod.status.nominated_node_name if pod.status else None),
                         scheduler_name=pod.spec.scheduler_name or "default-scheduler",
                         utility=labels.get("app") in UTILITY_APPS, pod=pod)
+        if status in ACTIVE_USED or status == PENDING:
+            workload[(request, task.predicate_key)] += 1
         if status in ACTIVE_USED and node in node_by_name:
             table.add_task(task)
             other_usage.append(task)
+            if legacy_mig(annotations):
+                legacy_nodes.add(node)
         if group is None or task.scheduler_name != cfg.scheduler_name:
             continue  # not ours to schedule (it may still occupy its node, counted above)
         job = jobs.get(group)
@@ -277,7 +293,13 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
         job.podsets[ps_name].tasks.append(task)
         tasks.append(task)
         for p in request.problems:
-            job.notes.append(f"pod {task.key}: {p}")
+            if status in (PENDING, GATED):
+                # An invalid GPU request (KAI's admission webhook would have refused the pod):
+                # the job waits with the reason rather than being scheduled on a guess.
+                job.problems.append(f"pod {task.key}: {p}")
+                warnings.append(ObjectWarning(f"Pod/{task.key}", "metadata.annotations", p))
+            else:
+                job.notes.append(f"pod {task.key}: {p}")
     table.finalize_shared()
     for job in jobs.values():
         job.waiting  # computed once here, read by every action and the report
@@ -296,7 +318,7 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
         queues[name].fair_share = dict(share)
     return ClusterState(config=cfg, nodes=nodes, table=table, predicates=PredicateCache(nodes, pod_index), queues=queues,
                         jobs=jobs, tasks=tasks, total=total, warnings=warnings, orphan_groups=orphan_groups,
-                        snapshot=snap, topologies=trees)
+                        snapshot=snap, legacy_mig_nodes=legacy_nodes, workload=workload, topologies=trees)
 
 
 def _gang_affinity(jobs: dict[str, JobInfo], index: PodAffinityIndex, trees: dict[str, TopologyTree],

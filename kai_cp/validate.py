@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from kai_cp.gpu_sharing import task_memory
 from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo
 from kai_cp.queues import RESOURCES
 from kai_cp.session import Session
@@ -49,13 +50,14 @@ def violations(state: ClusterState, session: Session) -> list[str]:
     # Node resources and predicates.
     load = np.zeros_like(table.allocatable)
     for p in session.placements.values():
-        vec = table.vector(p.task)
+        vec = p.vec if p.vec is not None else table.vector(p.task)
         load[p.node] += vec
         if not state.predicates.mask(p.task.predicate_key)[p.node] and not p.task.request.best_effort:
             out.append(f"{p.task.key} placed on {state.nodes[p.node].name}, which fails its predicates")
     over = load > table.free
     for n, r in zip(*np.nonzero(over)):
         out.append(f"node {state.nodes[n].name}: {table.resources[r]} placed {load[n, r]} > free {table.free[n, r]}")
+    out += shared_gpu_violations(state, session)
     # Gangs.
     placed_jobs = {p.task.job for p in session.placements.values()}
     for name in placed_jobs:
@@ -90,4 +92,51 @@ def violations(state: ClusterState, session: Session) -> list[str]:
         for r in RESOURCES:
             if add[r] > 0 and q.deserved[r] != -1 and q.allocated_np[r] + add[r] > max(q.deserved[r], q.allocated_np[r]):
                 out.append(f"queue {qname}: non-preemptible {r} {q.allocated_np[r] + add[r]} over quota {q.deserved[r]}")
+    return out
+
+
+def shared_gpu_violations(state: ClusterState, session: Session) -> list[str]:
+    """Shared GPUs, recomputed from the snapshot's pods and the decisions alone: no device over
+    its memory, no group on two nodes, a shared device never also handed out whole (whole GPUs
+    plus shared devices in use within the node's GPUs), fractional pods only with groups."""
+    out: list[str] = []
+    table = state.table
+    mem: dict[tuple[int, str], int] = {}
+    group_node: dict[str, int] = {}
+    whole = np.zeros(len(state.nodes), dtype=np.int64)
+    placed = list(session.placements.values())
+    # devices already in use at cycle start (from the node ledger built from the pods)
+    for n in state.nodes:
+        for g, d in n.gpu_groups.items():
+            if d.used > 0:
+                mem[(n.index, g)] = d.allocated
+                if g in group_node and group_node[g] != n.index:
+                    out.append(f"GPU group {g} is on two nodes")
+                group_node[g] = n.index
+    for p in placed:
+        r = p.task.request
+        if r.is_shared_gpu:
+            if len(p.gpu_groups) != max(r.devices, 1) or len(set(p.gpu_groups)) != len(p.gpu_groups):
+                out.append(f"{p.task.key}: {len(p.gpu_groups)} distinct GPU groups for {max(r.devices, 1)} devices")
+            need = task_memory(r, state.nodes[p.node].gpu_memory)
+            for g in p.gpu_groups:
+                if group_node.setdefault(g, p.node) != p.node:
+                    out.append(f"GPU group {g} is on two nodes ({state.nodes[group_node[g]].name}, {state.nodes[p.node].name})")
+                mem[(p.node, g)] = mem.get((p.node, g), 0) + need
+        else:
+            whole[p.node] += r.gpus
+    in_use: dict[int, int] = {}
+    new_devices: dict[int, int] = {}
+    for (n, g), m in mem.items():
+        cap = state.nodes[n].gpu_memory
+        if m > cap:
+            out.append(f"node {state.nodes[n].name}: GPU group {g} holds {m} MiB > {cap} MiB")
+        if g not in state.nodes[n].gpu_groups:
+            new_devices[n] = new_devices.get(n, 0) + 1
+        in_use[n] = in_use.get(n, 0) + 1
+    for n in set(new_devices) | set(np.nonzero(whole)[0].tolist()):
+        free = int(table.free[n, 2])
+        if whole[n] + new_devices.get(n, 0) > free:
+            out.append(f"node {state.nodes[n].name}: {whole[n]} whole GPUs and {new_devices.get(n, 0)} new shared GPUs "
+                       f"placed, {free} GPUs free")
     return out

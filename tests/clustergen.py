@@ -153,6 +153,14 @@ def pod(name: str, group: str | None, cpu_m: int = 1000, mem_b: int = GI, gpus: 
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
+def reservation_pod(name: str, node_name: str, group: str) -> dict[str, Any]:
+    """KAI's reservation pod holding a shared GPU (spec 7.6): pinned to its node, one GPU."""
+    p = pod(name, None, cpu_m=0, mem_b=0, gpus=1, phase="Running", node_name=node_name,
+            namespace="kai-resource-reservation", labels={"app": "kai-resource-reservation", "runai-gpu-group": group})
+    p["spec"]["schedulerName"] = "default-scheduler"
+    return p
+
+
 def pod_group(name: str, queue_name: str, min_member: int = 1, priority_class: str | None = None,
               preemptibility: str | None = None, sub_groups: list[dict] | None = None,
               namespace: str = "default", created: int = -700,
@@ -426,6 +434,12 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
         k = 0
         for sg, _mm, count in podsets:
             gpus = draw(st.sampled_from([0, 0, 1, 1, 1, 2, 2, 4, 8]))
+            # about a third of the PodSets share GPUs: a fraction, GPU memory, or several devices
+            shared = draw(st.sampled_from([None, None, None, None, ("gpu-fraction", "0.5"), ("gpu-fraction", "0.25"),
+                                           ("gpu-fraction", "0.7"), ("gpu-memory", "20000"), ("gpu-memory", "60000")]))
+            devices = draw(st.sampled_from([1, 1, 1, 2])) if shared else 1
+            if shared:
+                gpus = 0
             cpu_m = draw(st.sampled_from([250, 500, 1000, 2000, 4000, 8000]))
             mem_b = draw(st.sampled_from([1, 2, 4, 8, 16, 48])) * GI
             init = draw(st.sampled_from([None, None, None, None, 3000]))
@@ -433,11 +447,14 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
                 p_gpus, p_cpu = gpus, cpu_m
                 if _chance(draw, 10):                 # a pod unlike its siblings: another class
                     p_gpus, p_cpu = draw(st.sampled_from([0, 1, 2])), draw(st.sampled_from([500, 2000]))
+                if shared:
+                    p_gpus = 0
                 state = {"pending": "Pending", "running": "Running", "deleting": "Releasing"}.get(mode) or \
                     draw(st.sampled_from(POD_STATES))
                 where = None
                 if state not in ("Pending", "Succeeded"):
-                    vec = [max(p_cpu, init or 0), mem_b, p_gpus, 1]
+                    # a running shared pod holds its own devices (plus a reservation pod's slot each)
+                    vec = [max(p_cpu, init or 0), mem_b, devices if shared else p_gpus, 1 + (devices if shared else 0)]
                     where = room.take(draw(st.integers(0, 9)), vec)
                     if where is None:
                         state = "Pending"
@@ -450,6 +467,17 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
                                 affinity=affinity, tolerations=tolerations, deleting=state == "Releasing",
                                 labels={"app": name} if peers else None,
                                 created=created + 1 + k, init_cpu_m=init))
+                if shared:
+                    ann = pods[-1]["metadata"]["annotations"]
+                    ann[shared[0]] = shared[1]
+                    if devices > 1:
+                        ann["gpu-fraction-num-devices"] = str(devices)
+                    if where is not None:
+                        ids = [f"grp-{ns}-{pname}-{d}" for d in range(devices)]
+                        pods[-1]["metadata"]["labels"].update(
+                            {"runai-gpu-group": ids[0], **({f"runai-gpu-group/{g}": g for g in ids} if devices > 1 else {})})
+                        for g in ids:                   # KAI's reservation pod per shared GPU
+                            pods.append(reservation_pod(f"res-{g}", where, g))
                 if state == "Pending" and _chance(draw, 3):
                     pods[-1]["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
                 if state == "Binding":

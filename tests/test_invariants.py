@@ -100,6 +100,22 @@ class Raw:
                       for name, n in self.nodes.items()}
         self.pods = {key(p): p for p in raw["pods"]}
         self.request = {k: pod_request(p) for k, p in self.pods.items()}
+        self.gpu_memory = {name: int(n["metadata"].get("labels", {}).get("nvidia.com/gpu.memory", "100")) // 100 * 100
+                           for name, n in self.nodes.items()}
+        # shared GPUs: (portion or None, MiB or None, devices) per fractional pod; the groups a pod is in
+        self.shared: dict[str, tuple[Fraction | None, int | None, int]] = {}
+        self.groups_of: dict[str, list[str]] = {}
+        for k, p in self.pods.items():
+            ann = p["metadata"].get("annotations", {})
+            labels = p["metadata"].get("labels", {})
+            if labels.get("app") == "kai-resource-reservation":
+                self.request[k]["gpu"] = Fraction(0)       # its GPU is the shared group's (counted per group)
+            if "gpu-fraction" in ann or "gpu-memory" in ann:
+                self.shared[k] = (Fraction(ann["gpu-fraction"]) if "gpu-fraction" in ann else None,
+                                  int(ann["gpu-memory"]) if "gpu-memory" in ann else None,
+                                  int(ann.get("gpu-fraction-num-devices", "1")))
+            self.groups_of[k] = sorted({v for lk, v in labels.items()
+                                        if lk == "runai-gpu-group" or lk.startswith("runai-gpu-group/")})
         binding = {(b["metadata"]["namespace"], b["spec"]["podName"]): b["spec"]["selectedNode"]
                    for b in raw.get("bindRequests", []) if (b.get("status") or {}).get("phase") != "Failed"}
         # state per pod: (state, node); state in pending/allocated/releasing/done
@@ -143,10 +159,11 @@ class Raw:
             return False
         return mode == "non-preemptible" or prio >= 100
 
-    def queue_usage(self, extra: list[str] = ()) -> tuple[dict, dict]:
+    def queue_usage(self, extra: list[str] = (), nodes: dict[str, str] | None = None) -> tuple[dict, dict]:
         """(allocated, non-preemptible allocated) per queue of the tree, from allocated pods and `extra` placements."""
         alloc: dict[str, dict[str, Fraction]] = defaultdict(lambda: dict.fromkeys(QRES, Fraction(0)))
         alloc_np: dict[str, dict[str, Fraction]] = defaultdict(lambda: dict.fromkeys(QRES, Fraction(0)))
+        nodes = nodes or {}
         pods = [k for k, (s, _) in self.state.items() if s == "allocated"] + list(extra)
         for k in pods:
             g = self.group_of.get(k)
@@ -154,12 +171,31 @@ class Raw:
                 continue
             q = self.groups[g]["spec"].get("queue")
             np_ = self.non_preemptible(g)
+            amount = dict(self.request[k])
+            amount["gpu"] += self.shared_gpus(k, nodes.get(k) or self.state[k][1])
             for name in self.queue_path(q):
                 for r in QRES:
-                    alloc[name][r] += self.request[k][r]
+                    alloc[name][r] += amount[r]
                     if np_:
-                        alloc_np[name][r] += self.request[k][r]
+                        alloc_np[name][r] += amount[r]
         return alloc, alloc_np
+
+    def mib(self, k: str, node_name: str) -> int:
+        """Per-device MiB of a shared pod on a node (KAI: gpu-memory, or floor(portion x M))."""
+        portion, mem, _ = self.shared[k]
+        m = self.gpu_memory.get(node_name, 100)
+        return mem if mem is not None else math.floor(portion * m)
+
+    def shared_gpus(self, k: str, node_name: str | None) -> Fraction:
+        """GPUs a shared pod counts for its queue (spec 3.2.2): portion rounded to hundredths, or
+        gpu-memory over the node's GPU memory rounded up to hundredths; times its devices."""
+        if k not in self.shared:
+            return Fraction(0)
+        portion, mem, devices = self.shared[k]
+        if portion is not None:
+            return Fraction(round(portion * 100), 100) * devices
+        m = self.gpu_memory.get(node_name, 100) if node_name else 100
+        return Fraction(math.ceil(Fraction(100 * mem, m)), 100) * devices
 
     # -- predicates --------------------------------------------------------------------------
     def predicate_failure(self, pod_key: str, node_name: str) -> str | None:
@@ -286,6 +322,45 @@ def check_decisions(raw: Raw, out: dict[str, Any]) -> list[str]:
                 errors.append(f"node {n}: {r} of running, bound and pipelined pods {used_live[n][r]} > "
                               f"allocatable {raw.alloc[n][r]}")
 
+    # Shared GPUs: each group on one node, within its device's memory; whole GPUs plus shared
+    # devices in use (each once) within the node's GPUs, with and without releasing pods.
+    groups_placed = {b["pod"]: b.get("gpuGroups") or [] for b in out["binds"] + out["pipelined"]}
+    group_node: dict[str, str] = {}
+    group_mib: dict[str, int] = defaultdict(int)
+    group_live: dict[str, bool] = defaultdict(bool)     # held by a running, bound or newly placed pod
+    group_all: dict[str, bool] = defaultdict(bool)      # held by any pod but a pipelined one
+    users = [(k, n, s == "allocated", True) for k, (s, n) in raw.state.items() if s in ("allocated", "releasing") and n]
+    users += [(k, n, True, k in binds) for k, n in placed.items()]
+    for k, n, live, counted in users:
+        if k not in raw.shared:
+            continue
+        gs = groups_placed.get(k) if k in placed else raw.groups_of.get(k)
+        if not gs and k in placed:
+            errors.append(f"{k}: a shared-GPU pod placed without GPU groups")
+        if k in placed and len(set(gs)) != raw.shared[k][2]:
+            errors.append(f"{k}: {len(set(gs))} distinct GPU groups for {raw.shared[k][2]} devices")
+        for g in gs:
+            if group_node.setdefault(g, n) != n:
+                errors.append(f"GPU group {g} on two nodes: {group_node[g]} and {n}")
+            group_mib[g] += raw.mib(k, n)
+            group_live[g] |= live
+            group_all[g] |= counted
+    for g, m in group_mib.items():
+        cap = raw.gpu_memory.get(group_node[g], 100)
+        if m > cap:
+            errors.append(f"GPU group {g} on {group_node[g]}: {m} MiB > {cap} MiB")
+    for n in set(placed.values()):
+        if n not in raw.alloc:
+            continue
+        shared_all = sum(1 for g, gn in group_node.items() if gn == n and group_all[g])
+        shared_live = sum(1 for g, gn in group_node.items() if gn == n and group_live[g])
+        if used_all[n]["gpu"] + shared_all > raw.alloc[n]["gpu"]:
+            errors.append(f"node {n}: {used_all[n]['gpu']} whole GPUs and {shared_all} shared GPUs > "
+                          f"{raw.alloc[n]['gpu']} GPUs")
+        if used_live[n]["gpu"] + shared_live > raw.alloc[n]["gpu"]:
+            errors.append(f"node {n}: {used_live[n]['gpu']} whole GPUs and {shared_live} live shared GPUs > "
+                          f"{raw.alloc[n]['gpu']} GPUs")
+
     # Gangs.
     for g in {raw.group_of[k] for k in placed if k in raw.pods}:
         if g not in raw.groups:
@@ -312,7 +387,7 @@ def check_decisions(raw: Raw, out: dict[str, Any]) -> list[str]:
 
     # Queue limits and the non-preemptible quota at every level.
     before, before_np = raw.queue_usage()
-    after, after_np = raw.queue_usage(extra=[k for k in placed if k in raw.pods])
+    after, after_np = raw.queue_usage(extra=[k for k in placed if k in raw.pods], nodes=placed)
     for q in raw.queues:
         for r in QRES:
             added = after[q][r] - before[q][r]
@@ -416,7 +491,9 @@ def peer_affinity_errors(raw: Raw, placed: dict[str, str]) -> list[str]:
 
 
 def placed_gpus(raw: Raw, out: dict[str, Any]) -> Fraction:
-    return sum((raw.request[b["pod"]]["gpu"] for b in out["binds"] + out["pipelined"]), Fraction(0))
+    """Whole GPUs plus shared portions (as queue accounting counts them)."""
+    return sum((raw.request[b["pod"]]["gpu"] + raw.shared_gpus(b["pod"], b["node"])
+                for b in out["binds"] + out["pipelined"]), Fraction(0))
 
 
 def run(doc: dict[str, Any], engine: str):
@@ -464,6 +541,7 @@ def test_cycle_invariants_hold_for_both_engines(doc: dict[str, Any]) -> None:
     event(f"topology-constrained job placed: {bool(started & constrained)}")
     peers = {raw.group_of[k] for k, p in raw.pods.items() if (p["spec"].get("affinity") or {}).keys() - {"nodeAffinity"}}
     event(f"pod-affinity job placed: {bool(started & peers)}")
+    event(f"shared-GPU pods placed: {any(b['gpuGroups'] for b in c_out['binds'] + c_out['pipelined'])}")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -101,21 +101,18 @@ def test_gpu_fraction_annotation():
     assert r.gpu_quota == Fraction(1, 2)
 
 
-def test_gpu_fraction_overrides_a_whole_gpu_request():
+def test_gpu_fraction_with_a_whole_gpu_request_is_a_problem():
+    # KAI's scheduler lets the annotation win; its admission webhook rejects the pod (spec 7.1).
     r = req(gpu=1, annotations={"gpu-fraction": "0.25"})
     assert r.kind == "Fraction" and r.gpus == 0 and r.gpu_quota == Fraction(1, 4)
+    assert any("whole-GPU" in p for p in r.problems)
 
 
 def test_gpu_fraction_is_rounded_to_two_decimals_for_gpus():
     assert req(annotations={"gpu-fraction": "0.333"}).gpu_quota == Fraction(33, 100)
 
 
-def test_gpu_fraction_one_is_accepted():
-    r = req(annotations={"gpu-fraction": "1"})
-    assert r.kind == "Fraction" and r.gpu_quota == 1
-
-
-@pytest.mark.parametrize("bad", ["0", "1.5", "-0.5", "abc"])
+@pytest.mark.parametrize("bad", ["0", "1", "1.5", "-0.5", "abc"])
 def test_gpu_fraction_out_of_range_is_not_a_fraction(bad):
     r = req(annotations={"gpu-fraction": bad})
     assert r.kind == "Regular"
@@ -130,9 +127,24 @@ def test_gpu_memory_annotation():
     assert r.gpu_quota == 20
 
 
-def test_gpu_fraction_wins_over_gpu_memory():
+def test_gpu_fraction_with_gpu_memory_is_a_problem():
     r = req(annotations={"gpu-fraction": "0.5", "gpu-memory": "2000"})
     assert r.kind == "Fraction" and r.gpu_memory == 0 and r.gpu_portion == Fraction(1, 2)
+    assert any("cannot be combined" in p for p in r.problems)
+
+
+@pytest.mark.parametrize("annotations, needle", [
+    ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "0"}, "num-devices"),
+    ({"gpu-memory": "0"}, "gpu-memory"),
+    ({"mps": "true"}, "mps"),
+    ({"gpu-fraction": "0.5", "gpu-fraction-container-name": "nope"}, "names no container"),
+])
+def test_webhook_rules_are_problems(annotations, needle):
+    assert any(needle in p for p in req(annotations=annotations).problems)
+
+
+def test_valid_fraction_has_no_problem():
+    assert not req(annotations={"gpu-fraction": "0.5", "gpu-fraction-container-name": "main"}).problems
 
 
 def test_num_devices_with_fraction_and_memory():
@@ -142,9 +154,10 @@ def test_num_devices_with_fraction_and_memory():
     assert r.devices == 2 and r.gpu_memory == 1000
 
 
-def test_num_devices_alone_is_ignored():
+def test_num_devices_alone_is_a_problem():
     r = req(gpu=1, annotations={"gpu-fraction-num-devices": "3"})
     assert r.kind == "Regular" and r.gpus == 1 and r.gpu_quota == 1
+    assert any("num-devices" in p for p in r.problems)
 
 
 # ----------------------------------------------------------------------- best effort

@@ -63,6 +63,9 @@ class ModelContext:
     idle: np.ndarray | None = None
     levels: Levels = field(default_factory=Levels)
     greedy_counts: dict[int, int] = field(default_factory=dict)         # pair -> pods greedy put there
+    aux: list[cp_model.IntVar] = field(default_factory=list)            # other variables decode reads
+    aux_values: dict[int, int] = field(default_factory=dict)            # var index -> solution value
+    extensions: dict[str, object] = field(default_factory=dict)         # per-concern data for decode
 
     def add_term(self, name: str, variables: list, coefficients: list[int]) -> None:
         if variables:

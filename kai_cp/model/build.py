@@ -10,6 +10,8 @@ from kai_cp.model.base import Concern, ModelContext
 from kai_cp.model.compaction import compact
 from kai_cp.model.candidates import build_classes, greedy_class_nodes, pair_counts, select_pairs
 from kai_cp.model.gang import Gang
+from kai_cp.model.fragmentation import Fragmentation
+from kai_cp.model.gpu_sharing import GpuSharing
 from kai_cp.model.node_capacity import NodeCapacity
 from kai_cp.model.objective import SAFE_OBJECTIVE
 from kai_cp.model.order import KaiOrder
@@ -24,7 +26,7 @@ from kai_cp.state import ClusterState
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
 CONSTRAINTS: tuple[Concern, ...] = (NodeCapacity(), Gang(), QueueQuota(), Topology(), AntiAffinity())
 OBJECTIVE_LEVELS: tuple[tuple[Concern, ...], ...] = (
-    (KeepGreedyNodes(), Placement(), Pipelining(), Compactness()),     # soft preferences, one level
+    (KeepGreedyNodes(), Placement(), Pipelining(), Compactness(), GpuSharing(), Fragmentation()),   # soft preferences
     (Utilisation(),),
     (KaiOrder(),),
 )

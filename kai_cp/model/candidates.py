@@ -13,7 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from kai_cp.capacity import room
+from kai_cp.gpu_sharing import SharedLedger, shared_bound
 from kai_cp.greedy import GreedyResult
+from kai_cp.mig import types_of
+from kai_cp.model.fragmentation import class_deltas
 from kai_cp.model.base import PodClass
 from kai_cp.model.topology import allowed_nodes, grouping_level
 from kai_cp.state import ClusterState
@@ -27,8 +30,16 @@ _COL = {"cpu": 0, "memory": 1, "gpu": 2}
 
 
 def modelled(task) -> bool:
-    """Requests this model places: whole GPUs, CPU, memory, extended resources."""
-    return not task.request.is_shared_gpu and task.request.kind != "MigInstance"
+    """Requests this model places: all of them (whole GPUs, CPU, memory, extended resources incl.
+    MIG instances; the devices of shared-GPU pods are chosen by model/gpu_sharing.py)."""
+    return True
+
+
+def _ledger(state: ClusterState) -> SharedLedger:
+    cached = state.__dict__.get("_shared_ledger0")
+    if cached is None:
+        cached = state.__dict__["_shared_ledger0"] = SharedLedger.open(state.nodes)
+    return cached
 
 
 def build_classes(state: ClusterState, greedy: GreedyResult) -> list[PodClass]:
@@ -39,7 +50,7 @@ def build_classes(state: ClusterState, greedy: GreedyResult) -> list[PodClass]:
         for ps in sorted(job.podsets.values(), key=lambda p: p.name):
             groups: dict[tuple, list] = {}
             for t in ps.pending:
-                if modelled(t):
+                if modelled(t) and not table.missing_resources(t):   # a resource no node has: fits nowhere
                     groups.setdefault((t.request, t.predicate_key, t.nominated_node), []).append(t)
             for tasks in groups.values():
                 vec = table.vector(tasks[0])
@@ -148,17 +159,24 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
             continue
         best_effort = c.tasks[0].request.best_effort
         allowed = allowed_nodes(state, c.job, c.podset)
-        key = (c.vec.tobytes(), c.tasks[0].predicate_key, best_effort, None if allowed is None else allowed.tobytes())
+        key = (c.vec.tobytes(), c.tasks[0].predicate_key, best_effort, c.tasks[0].request.kind,
+               c.tasks[0].request.gpu_portion, c.tasks[0].request.gpu_memory, c.tasks[0].request.devices,
+               None if allowed is None else allowed.tobytes())
         cached = ranked_cache.get(key)
         if cached is None:
-            static = state.predicates.mask(c.tasks[0].predicate_key)
+            static = state.predicates.mask(c.tasks[0].predicate_key) & types_of(state).mask(c.tasks[0].request)
             if allowed is not None:
                 static = static & allowed
             ub = _per_node_bound(free0, c.vec) if not best_effort else np.full(len(state.nodes), 1 << 40)
+            if c.tasks[0].request.is_shared_gpu:
+                ub = np.minimum(ub, shared_bound(c.tasks[0].request, _ledger(state), free0))
             nodes = np.nonzero(static & (ub > 0))[0]
             col = 2 if c.gpus > 0 else 0
             spread = (state.config.gpu_placement if c.gpus else state.config.cpu_placement) == "spread"
             prim = -free0[nodes, col] if spread else free0[nodes, col]
+            frag = class_deltas(state, free0, c.tasks[0].request)
+            if frag is not None:      # least fragmentation first (model/fragmentation.py)
+                prim = np.where(np.isfinite(frag[nodes]), frag[nodes], 1e18)
             after = _per_node_bound(free_after[nodes], c.vec) if not best_effort else ub[nodes]
             order = np.lexsort((nodes, prim, after <= 0))
             nodes = nodes[order]
@@ -178,6 +196,8 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
             chosen = np.concatenate([chosen, extra])
         sel_ub = np.minimum(_per_node_bound(free0[chosen], c.vec) if not best_effort else np.full(len(chosen), c.size),
                             c.size)
+        if c.tasks[0].request.is_shared_gpu:
+            sel_ub = np.minimum(sel_ub, shared_bound(c.tasks[0].request, _ledger(state), free0)[chosen])
         used += len(chosen)
         cls_out.append(np.full(len(chosen), c.index, dtype=np.int64))
         node_out.append(chosen.astype(np.int64))

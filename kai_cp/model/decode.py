@@ -7,6 +7,7 @@ import numpy as np
 
 from kai_cp.greedy import should_pipeline
 from kai_cp.model.base import ModelContext
+from kai_cp.model.gpu_sharing import place_shared_chunk
 from kai_cp.session import Session
 
 
@@ -19,8 +20,17 @@ def decode(ctx: ModelContext, counts: np.ndarray) -> Session:
     # Jobs in KAI's order take idle capacity first; later ones pipeline onto releasing capacity.
     rank = {j: r for r, j in enumerate(ctx.greedy.order)}
     greedy_node = {k: p.node for k, p in ctx.greedy.session.placements.items()}
+    pair_of = {(int(c), int(n)): i for i, (c, n) in enumerate(zip(ctx.pair_class.tolist(), ctx.pair_node.tolist()))}
     for c in sorted(per_class, key=lambda c: (rank[ctx.classes[c].job.name], c)):
-        for task, node in _assign(ctx.classes[c].tasks, per_class[c], greedy_node):
+        assigned = _assign(ctx.classes[c].tasks, per_class[c], greedy_node)
+        if ctx.classes[c].tasks[0].request.is_shared_gpu:
+            chunks: dict[int, list] = {}
+            for task, node in assigned:
+                chunks.setdefault(node, []).append(task)
+            for node in sorted(chunks):
+                place_shared_chunk(ctx, session, pair_of[(c, node)], node, chunks[node])
+            continue
+        for task, node in assigned:
             vec = state.table.vector(task)
             need = vec > 0
             fits_idle = bool(np.all(session.idle[node, need] >= vec[need]))

@@ -11,6 +11,7 @@ from ortools.sat.python import cp_model
 
 from kai_cp.capacity import room
 from kai_cp.model.base import ModelContext
+from kai_cp.model.utilisation import pair_centi_gpus
 from kai_cp.queues import RESOURCES
 
 _COL = {"cpu": 0, "memory": 1, "gpu": 2}
@@ -32,24 +33,27 @@ class QueueQuota:
             q = state.queues[qname]
             for r in RESOURCES:
                 col = _COL[r]
+                # GPUs in hundredths: shared pods count their portion (3.2.2)
+                unit = 100 if r == "gpu" else 1
                 if q.limit[r] != -1:
-                    self._cap(ctx, [c for c in cls], pairs_of, col, room(q.limit[r], q.allocated[r]))
+                    self._cap(ctx, [c for c in cls], pairs_of, col, room(unit * q.limit[r], unit * q.allocated[r]))
                 if q.deserved[r] != -1:
                     np_cls = [c for c in cls if not ctx.classes[c].job.preemptible]
                     if np_cls:
-                        self._cap(ctx, np_cls, pairs_of, col, room(q.deserved[r], q.allocated_np[r]))
+                        self._cap(ctx, np_cls, pairs_of, col, room(unit * q.deserved[r], unit * q.allocated_np[r]))
 
     @staticmethod
     def _cap(ctx: ModelContext, cls: list[int], pairs_of: dict[int, list[int]], col: int, room: int) -> None:
         variables, coeffs = [], []
         worst = 0
+        centi = pair_centi_gpus(ctx) if col == 2 else None
         for c in cls:
-            amount = int(ctx.classes[c].vec[col])
             pairs = pairs_of.get(c, [])
-            if amount <= 0 or not pairs:
-                continue
-            worst += amount * min(ctx.classes[c].size, int(ctx.pair_ub[pairs].sum()))
             for p in pairs:
+                amount = centi[p] if centi is not None else int(ctx.classes[c].vec[col])
+                if amount <= 0:
+                    continue
+                worst += amount * min(ctx.classes[c].size, int(ctx.pair_ub[p]))
                 variables.append(ctx.x[p])
                 coeffs.append(amount)
         if worst <= room:

@@ -72,5 +72,6 @@ def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool =
     name = STATUS.get(status, str(status))
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         counts = np.array([solver.value(v) for v in ctx.x], dtype=np.int64)
+        ctx.aux_values = {v.index: int(solver.value(v)) for v in ctx.aux}
         return SolveOutcome(name, solver.objective_value, solver.best_objective_bound, counts, wall, "\n".join(lines))
     return SolveOutcome(name, None, None, None, wall, "\n".join(lines))

@@ -1,0 +1,196 @@
+"""GPU fragmentation as FGD measures it (Weng et al., USENIX ATC'23), over all nodes at once.
+
+The fragmentation of a node for a kind of pod is the free GPU capacity that kind could not use
+there: everything free when its CPU, memory or node predicates do not fit; otherwise the free
+part of every GPU too small for it (a fraction needs that much on one device; a whole-GPU pod
+needs untouched GPUs, and when there are fewer than it asks, all free GPU capacity is lost to
+it). A node's fragmentation is its expectation over the workload mix, here the kinds of pods the
+cluster runs and waits on (the snapshot's own pods, counted in state.workload). Placing a pod
+where it raises fragmentation least keeps whole GPUs whole for big pods, pairs fractions that
+complete a GPU, and keeps CPU-heavy pods off nodes whose GPUs they would strand.
+
+Units: milli-GPU (free capacity of a device: 0..1000), exact integers in the node arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kai_cp.gpu_sharing import task_memory
+
+MAX_KINDS = 24          # the most common kinds of pods; the rest of the mix is small
+FULL = 1000
+
+
+@dataclass
+class Mix:
+    cpu: np.ndarray          # per kind: millicores
+    memory: np.ndarray       # bytes
+    milli: np.ndarray        # GPU need per device (milli-GPU; 1000 for whole GPUs)
+    count: np.ndarray        # devices per pod
+    fraction: np.ndarray     # bool: a shared-GPU kind
+    weight: np.ndarray       # popularity (sums to 1)
+    allowed: np.ndarray      # kinds x nodes: node predicates pass
+
+
+@dataclass
+class Devices:
+    free: np.ndarray         # nodes x slots, milli-GPU free per device; -1 where no device
+    cpu: np.ndarray          # nodes: idle + releasing millicores
+    memory: np.ndarray       # nodes: bytes
+    groups: list[list[str | None]]   # per node, per slot: shared group id, or None for a whole GPU
+
+
+def workload_mix(state) -> Mix | None:
+    """The GPU kinds of pods in the snapshot, most common first (CPU-only kinds cannot use a
+    GPU wherever they go, so they do not change which placement fragments less)."""
+    seen = getattr(state, "workload", None)
+    if not seen:
+        return None
+    kinds = [(k, n) for k, n in seen.items() if k[0].needs_gpu and k[0].kind != "MigInstance"]
+    if not kinds:
+        return None
+    kinds.sort(key=lambda kn: -kn[1])
+    kinds = kinds[:MAX_KINDS]
+    mem_ref = int(np.median([n.gpu_memory for n in state.nodes])) if state.nodes else 100
+    cpu, memory, milli, count, frac, weight, allowed = [], [], [], [], [], [], []
+    for (r, pkey), n in kinds:
+        cpu.append(r.cpu)
+        memory.append(r.memory)
+        if r.is_shared_gpu:
+            milli.append(max(1, -(-task_memory(r, mem_ref) * FULL // max(mem_ref, 1))))
+            count.append(max(r.devices, 1))
+            frac.append(True)
+        else:
+            milli.append(FULL)
+            count.append(max(r.gpus, 1))
+            frac.append(False)
+        weight.append(n)
+        allowed.append(state.predicates.mask(pkey))
+    w = np.array(weight, dtype=np.float64)
+    return Mix(np.array(cpu, dtype=np.int64), np.array(memory, dtype=np.int64), np.array(milli, dtype=np.int64),
+               np.array(count, dtype=np.int64), np.array(frac, dtype=bool), w / w.sum(), np.array(allowed, dtype=bool))
+
+
+def devices_of(state, free: np.ndarray, ledger) -> Devices:
+    """Free capacity per device (shared GPUs by their free memory, idle whole GPUs at 1000)."""
+    n_nodes = len(state.nodes)
+    rows, groups = [], []
+    for i in range(n_nodes):
+        cap = int(ledger.capacity[i])
+        row, gs = [], []
+        for g, d in sorted(ledger.groups(i).items()):
+            if d.used > 0:
+                row.append(max(0, (cap - d.allocated) * FULL // max(cap, 1)))
+                gs.append(g)
+        whole = max(int(free[i, 2]), 0)
+        row += [FULL] * whole
+        gs += [None] * whole
+        rows.append(row)
+        groups.append(gs)
+    width = max((len(r) for r in rows), default=0)
+    arr = np.full((n_nodes, max(width, 1)), -1, dtype=np.int64)
+    for i, r in enumerate(rows):
+        arr[i, :len(r)] = r
+    return Devices(arr, free[:, 0].astype(np.int64), free[:, 1].astype(np.int64), groups)
+
+
+class FragIndex:
+    """Fragmentation of every node and how one more pod would change it, in closed form: a pod
+    changes one device (a fraction) or takes untouched devices (whole GPUs), so each kind's
+    fragment after it follows from a few per-node counts without re-summing the devices."""
+
+    def __init__(self, mix: Mix, devs: Devices):
+        self.mix, self.devs = mix, devs
+        dev = devs.free
+        self.present = dev >= 0
+        self.d = np.where(self.present, dev, 0)
+        self.total = self.d.sum(axis=1)                                               # n
+        mu = mix.milli
+        small = (self.d[:, None, :] < mu[None, :, None]) & self.present[:, None, :]    # n x m x s
+        self.frag_small = (small * self.d[:, None, :]).sum(axis=2)                     # n x m
+        self.ok_count = (~small & self.present[:, None, :]).sum(axis=2)               # n x m
+        self.full = ((self.d == FULL) & self.present).sum(axis=1)                      # n
+        self.partial = self.total - FULL * self.full
+        self.g0 = self._g(self.frag_small, self.ok_count, self.full[:, None], self.partial[:, None], self.total[:, None])
+        self.before = self._expect(self.g0, self._base(0, 0), self.total)
+        self._gpu_part: dict = {}
+        self.slot_of = [{g: s for s, g in enumerate(gs) if g is not None} for gs in devs.groups]
+        self.fresh = [next((s for s, g in enumerate(gs) if g is None), None) for gs in devs.groups]
+
+    def _g(self, frag_small, ok_count, full, partial, total):
+        """Per kind, the fragment when the pod's CPU and memory fit."""
+        m = self.mix
+        frac = np.where(ok_count >= m.count, frag_small, total)
+        whole = np.where(full >= m.count, partial, total)
+        return np.where(m.fraction, frac, whole)
+
+    def _base(self, cpu: int, memory: int) -> np.ndarray:
+        m = self.mix
+        return ((self.devs.cpu[:, None] - cpu >= m.cpu[None, :]) & (self.devs.memory[:, None] - memory >= m.memory[None, :])
+                & m.allowed.T)
+
+    def _expect(self, g: np.ndarray, base: np.ndarray, total: np.ndarray) -> np.ndarray:
+        w = self.mix.weight
+        return (g * base) @ w + total * ((~base) @ w)
+
+    def whole(self, gpus: int, cpu: int, memory: int) -> np.ndarray:
+        """Rise in fragmentation per node for a pod of `gpus` whole GPUs (inf where they do not fit)."""
+        base = self._base(cpu, memory)
+        if gpus <= 0:
+            return self._expect(self.g0, base, self.total) - self.before
+        full = self.full - gpus
+        total = self.total - FULL * gpus
+        g = self._g(self.frag_small, self.ok_count - gpus, full[:, None], self.partial[:, None], total[:, None])
+        out = self._expect(g, base, total) - self.before
+        return np.where(self.full >= gpus, out, np.inf)
+
+    def fraction(self, need: np.ndarray, cpu: int, memory: int, key=None) -> np.ndarray:
+        """Rise in fragmentation per node and device slot for a pod taking `need[n]` milli-GPU on
+        one device (inf where the slot cannot take it). The GPU part depends only on `need`, so
+        it is kept per `key` (the request's GPU ask); CPU and memory are applied per pod."""
+        cached = self._gpu_part.get(key) if key is not None else None
+        if cached is None:
+            mu = self.mix.milli[None, None, :]
+            q = need[:, None, None]
+            d = self.d[:, :, None]                                                     # n x s x 1
+            was_ok = d >= mu
+            now_small = was_ok & (d - q < mu)
+            frag_small = self.frag_small[:, None, :] - q * (~was_ok) + (d - q) * now_small
+            ok_count = self.ok_count[:, None, :] - now_small
+            is_full = d == FULL
+            full = self.full[:, None, None] - is_full
+            partial = self.partial[:, None, None] + FULL * is_full - q
+            total = (self.total[:, None] - need[:, None])                              # n x s
+            g = self._g(frag_small, ok_count, full, partial, total[:, :, None]).astype(np.float64)
+            fits = self.present & (self.d >= need[:, None])
+            cached = (g, total, fits)
+            if key is not None:
+                self._gpu_part[key] = cached
+        g, total, fits = cached
+        base = self._base(cpu, memory)
+        out = np.einsum("nsm,nm->ns", g, base * self.mix.weight) + total * ((~base) @ self.mix.weight)[:, None]
+        out = out - self.before[:, None]
+        return np.where(fits, out, np.inf)
+
+
+def fragmentation(mix: Mix, dev: np.ndarray, cpu: np.ndarray, memory: np.ndarray) -> np.ndarray:
+    """Expected fragmentation (milli-GPU) per node, summed device by device from the definition:
+    the reference FragIndex's closed form is tested against."""
+    out = np.zeros(len(dev))
+    for n in range(len(dev)):
+        devices = [int(x) for x in dev[n] if x >= 0]
+        total = sum(devices)
+        for k in range(len(mix.weight)):
+            if cpu[n] < mix.cpu[k] or memory[n] < mix.memory[k] or not mix.allowed[k, n]:
+                f = total
+            elif mix.fraction[k]:
+                ok = [x for x in devices if x >= mix.milli[k]]
+                f = total - sum(ok) if len(ok) >= mix.count[k] else total
+            else:
+                full = sum(1 for x in devices if x == FULL)
+                f = total - FULL * full if full >= mix.count[k] else total
+            out[n] += mix.weight[k] * f
+    return out

@@ -1,0 +1,107 @@
+"""Fragmentation (soft preference, lowest level): among otherwise equal outcomes, place each pod
+where it raises the cluster's GPU fragmentation least (kai_cp/fragmentation.py, FGD's measure
+over the snapshot's own workload mix): per candidate pair for whole-GPU and CPU pods, per
+device for shared-GPU pods (on the GpuSharing concern's device variables).
+
+The weight is one unit per milli-GPU of expected fragmentation, so it outweighs keeping greedy's
+node (20 per pod) and the placement score (0-10) whenever a choice strands a GPU fiftieth or
+more; it never outweighs a higher level (an extra job or GPU placed this cycle).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kai_cp.fragmentation import FULL, FragIndex, devices_of, workload_mix
+from kai_cp.gpu_sharing import SharedLedger, task_memory
+from kai_cp.model.base import ModelContext
+
+MAX_WEIGHT = 8 * FULL      # a pod cannot change fragmentation by more than a node's GPUs
+
+
+def frag_index(state, free: np.ndarray) -> FragIndex | None:
+    """The cycle-start index, built once per state."""
+    key = "_frag_index"
+    if key in state.__dict__:
+        return state.__dict__[key]
+    mix = workload_mix(state)
+    idx = None
+    if mix is not None:
+        idx = FragIndex(mix, devices_of(state, free, SharedLedger.open(state.nodes)))
+    state.__dict__[key] = idx
+    return idx
+
+
+def _need(idx: FragIndex, state, request) -> np.ndarray:
+    cap = np.array([n.gpu_memory for n in state.nodes], dtype=np.int64)
+    mem = np.array([task_memory(request, int(c)) for c in cap], dtype=np.int64) if request.kind == "GpuMemory" \
+        else (request.gpu_portion.numerator * cap) // request.gpu_portion.denominator
+    return -(-mem * FULL // np.maximum(cap, 1))
+
+
+def _key(request) -> tuple:
+    return (request.kind, request.gpu_portion, request.gpu_memory)
+
+
+def class_deltas(state, free: np.ndarray, request) -> np.ndarray | None:
+    """Rise in fragmentation per node (best device for a shared-GPU pod), or None without a mix."""
+    idx = frag_index(state, free)
+    if idx is None:
+        return None
+    if request.is_shared_gpu:
+        return idx.fraction(_need(idx, state, request), request.cpu, request.memory, _key(request)).min(axis=1)
+    return idx.whole(int(request.gpus), request.cpu, request.memory)
+
+
+class Fragmentation:
+    name = "fragmentation"
+
+    def contribute(self, ctx: ModelContext) -> None:
+        state = ctx.state
+        if len(ctx.pair_node) == 0:
+            return
+        idx = frag_index(state, ctx.free)
+        if idx is None:
+            return
+        sharing = ctx.extensions.get("gpu-sharing") or {}
+        variables, coeffs = [], []
+        span = 0
+        pairs_of: dict[int, list[int]] = {}
+        for i, c in enumerate(ctx.pair_class.tolist()):
+            pairs_of.setdefault(c, []).append(i)
+        for c, pairs in pairs_of.items():
+            req = ctx.classes[c].tasks[0].request
+            if not req.needs_gpu and not idx.mix.cpu.any():
+                continue
+            nodes = ctx.pair_node[pairs]
+            if req.is_shared_gpu:
+                table = idx.fraction(_need(idx, state, req), req.cpu, req.memory, _key(req))
+                slot_of, fresh = idx.slot_of, idx.fresh
+                for i, n in zip(pairs, nodes.tolist()):
+                    nd = sharing.get(n)
+                    if nd is None:
+                        continue
+                    for (pi, d), z in nd.z.items():
+                        if pi != i:
+                            continue
+                        s = slot_of[n].get(nd.existing[d][0]) if d < len(nd.existing) else fresh[n]
+                        if s is None or not np.isfinite(table[n, s]):
+                            continue
+                        w = -int(round(min(max(table[n, s], -MAX_WEIGHT), MAX_WEIGHT)))
+                        if w:
+                            variables.append(z)
+                            coeffs.append(w)
+                            span += abs(w) * int(ctx.pair_ub[i])
+            else:
+                delta = idx.whole(int(req.gpus), req.cpu, req.memory)[nodes]
+                for i, v in zip(pairs, delta.tolist()):
+                    if not np.isfinite(v):
+                        continue
+                    w = -int(round(min(max(v, -MAX_WEIGHT), MAX_WEIGHT)))
+                    if w:
+                        variables.append(ctx.x[i])
+                        coeffs.append(w)
+                        span += abs(w) * int(ctx.pair_ub[i])
+        scale = ctx.levels.scale
+        ctx.add_term(self.name, variables, [w * scale for w in coeffs])
+        ctx.levels.added(span * scale)

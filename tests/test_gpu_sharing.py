@@ -1,0 +1,290 @@
+"""Shared GPUs (spec 7.1-7.5): node accounting with reservation pods, KAI's choice of GPU in the
+greedy engine, the CP-SAT concern, decisions and simulation, MIG node types, FGD's
+fragmentation measure.
+
+Why: most inference work asks for part of a GPU; a scheduler that counts a shared GPU twice
+strands whole GPUs, and one that packs fractions badly strands the rest.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+
+import numpy as np
+import pytest
+
+from kai_cp.cycle import CycleSettings, run_cycle
+from kai_cp.fragmentation import FragIndex, Mix, Devices, fragmentation
+from kai_cp.loader import load_snapshot_dict
+from kai_cp.simulate import simulate
+from kai_cp.validate import violations
+from snapshot_builder import bind_request, node, pod, podgroup, snapshot, solve_doc, state_of
+
+M = 40000   # MiB per GPU of snapshot_builder's GPU nodes
+FRACTION = "gpu-fraction"
+
+
+def frac(name: str, group: str, f: str = "0.5", **kw) -> dict:
+    ann = {FRACTION: f, **kw.pop("annotations", {})}
+    return pod(name, group, annotations=ann, **kw)
+
+
+def reservation(name: str, node_name: str, gpu_group: str) -> dict:
+    p = pod(name, None, cpu=None, memory=None, gpu=1, namespace="kai-resource-reservation", phase="Running",
+            node=node_name, labels={"app": "kai-resource-reservation", "runai-gpu-group": gpu_group},
+            scheduler="default-scheduler")
+    return p
+
+
+def running_frac(name: str, group: str, node_name: str, gpu_group: str, f: str = "0.5") -> dict:
+    return frac(name, group, f, phase="Running", node=node_name, labels={"runai-gpu-group": gpu_group})
+
+
+def both_engines(doc: dict) -> dict[str, dict]:
+    return {e: solve_doc(doc, engine=e) for e in ("greedy", "cp-sat")}
+
+
+# ----------------------------------------------------------------------------- node accounting
+
+
+def test_reservation_pod_does_not_count_its_gpu_twice():
+    """A shared GPU with its reservation pod leaves the whole-GPU pool once (7.3): 3 of 4 GPUs
+    stay idle, so a 3-GPU pod fits (kai-cp used to see 2)."""
+    doc = snapshot([node("n", gpu=4)], podgroups=[podgroup("s"), podgroup("w")],
+                   pods=[running_frac("s-0", "s", "n", "g1"), reservation("r1", "n", "g1"),
+                         pod("w-0", "w", gpu=3)])
+    st = state_of(doc)
+    assert st.table.idle[0, 2] == 3
+    assert st.nodes[0].gpu_groups["g1"].allocated == M // 2
+    for engine, out in both_engines(doc).items():
+        assert [b["pod"] for b in out["binds"]] == ["default/w-0"], engine
+
+
+def test_releasing_shared_gpu_counts_as_one_releasing_gpu():
+    doc = snapshot([node("n", gpu=2)], podgroups=[podgroup("s")],
+                   pods=[frac("a", "s", phase="Running", node="n", labels={"runai-gpu-group": "g"}, deleting=True),
+                         frac("b", "s", phase="Running", node="n", labels={"runai-gpu-group": "g"}, deleting=True)])
+    st = state_of(doc)
+    assert st.table.idle[0, 2] == 1 and st.table.releasing[0, 2] == 1
+
+
+def test_bind_request_groups_count_for_a_binding_pod():
+    br = bind_request("s-0", "n")
+    br["spec"]["selectedGPUGroups"] = ["g7"]
+    doc = snapshot([node("n", gpu=2)], podgroups=[podgroup("s")], pods=[frac("s-0", "s", f="0.75")],
+                   bind_requests=[br])
+    st = state_of(doc)
+    assert st.nodes[0].gpu_groups["g7"].used == 30000
+    assert st.table.idle[0, 2] == 1
+
+
+@pytest.mark.parametrize("annotations, needle", [
+    ({FRACTION: "1.5"}, "strictly between 0 and 1"),
+    ({FRACTION: "0.5", "gpu-memory": "100"}, "cannot be combined"),
+    ({"gpu-fraction-num-devices": "2"}, "num-devices"),
+])
+def test_invalid_request_leaves_the_job_pending_with_reason_and_warning(annotations, needle):
+    doc = snapshot([node("n", gpu=2)], podgroups=[podgroup("bad"), podgroup("ok")],
+                   pods=[pod("bad-0", "bad", annotations=annotations), frac("ok-0", "ok")])
+    for engine, out in both_engines(doc).items():
+        assert [b["pod"] for b in out["binds"]] == ["default/ok-0"], engine
+        reasons = {u["podGroup"]: " ".join(u["reasons"]) for u in out["unschedulable"]}
+        assert needle in reasons["bad"]
+        assert any(needle in w["reason"] for w in out["warnings"])
+
+
+# ----------------------------------------------------------------------------- KAI's GPU choice
+
+
+def test_gpupack_joins_the_fullest_shared_gpu_that_fits():
+    doc = snapshot([node("n", gpu=4)], podgroups=[podgroup("a"), podgroup("b"), podgroup("p")],
+                   pods=[running_frac("a-0", "a", "n", "ga", f="0.25"), running_frac("b-0", "b", "n", "gb", f="0.5"),
+                         frac("p-0", "p", f="0.5")])
+    for engine, out in both_engines(doc).items():
+        (b,) = out["binds"]
+        assert b["gpuGroups"] == ["gb"] and b["gpuFraction"] == 0.5, engine
+
+
+def test_gpuspread_opens_a_fresh_gpu_first():
+    cfg = {"actions": "allocate", "tiers": [{"plugins": [{"name": "predicates"}, {"name": "proportion"},
+                                                         {"name": "gpuspread"},
+                                                         {"name": "nodeplacement", "arguments": {"gpu": "spread"}}]}]}
+    doc = snapshot([node("n", gpu=4)], podgroups=[podgroup("b"), podgroup("p")], config=cfg,
+                   pods=[running_frac("b-0", "b", "n", "gb", f="0.5"), frac("p-0", "p", f="0.25")])
+    for engine, out in both_engines(doc).items():
+        (b,) = out["binds"]
+        assert b["gpuGroups"] != ["gb"] and len(b["gpuGroups"]) == 1, engine
+
+
+def test_full_shared_gpu_is_not_joined_and_a_new_one_counts_whole():
+    """Two 0.5 pods fill g; a third opens a new GPU, which then is not free for a whole-GPU pod."""
+    doc = snapshot([node("n", gpu=2)], podgroups=[podgroup("a"), podgroup("p"), podgroup("w")],
+                   pods=[running_frac("a-0", "a", "n", "g"), running_frac("a-1", "a", "n", "g"),
+                         frac("p-0", "p", f="0.5"), pod("w-0", "w", gpu=1)])
+    for engine, out in both_engines(doc).items():
+        binds = {b["pod"]: b for b in out["binds"]}
+        assert len(binds) == 1, engine          # one GPU left: either the fraction or the whole pod
+        for b in binds.values():
+            assert b["gpuGroups"] != ["g"]
+
+
+def test_multi_device_fraction_gets_distinct_gpus():
+    doc = snapshot([node("n", gpu=4)], podgroups=[podgroup("m")],
+                   pods=[frac("m-0", "m", f="0.5", annotations={"gpu-fraction-num-devices": "3"})])
+    for engine, out in both_engines(doc).items():
+        (b,) = out["binds"]
+        assert len(set(b["gpuGroups"])) == 3, engine
+
+
+def test_gpu_memory_needs_the_memory_label():
+    unlabelled = node("u", gpu=2)
+    del unlabelled["metadata"]["labels"]["nvidia.com/gpu.memory"]
+    doc = snapshot([unlabelled, node("l", gpu=2)], podgroups=[podgroup("m")],
+                   pods=[pod("m-0", "m", annotations={"gpu-memory": "10000"})])
+    for engine, out in both_engines(doc).items():
+        assert [b["node"] for b in out["binds"]] == ["l"], engine
+        assert out["binds"][0]["gpuFraction"] == 0.25
+
+
+def test_gpu_memory_larger_than_a_device_fits_nowhere():
+    doc = snapshot([node("n", gpu=2)], podgroups=[podgroup("m")],
+                   pods=[pod("m-0", "m", annotations={"gpu-memory": str(M + 100)})])
+    for engine, out in both_engines(doc).items():
+        assert out["binds"] == [], engine
+
+
+def test_fractional_gang_is_all_or_nothing():
+    doc = snapshot([node("n", gpu=1)], podgroups=[podgroup("g", min_member=3)],
+                   pods=[frac(f"g-{i}", "g", f="0.4") for i in range(3)])
+    for engine, out in both_engines(doc).items():
+        assert out["binds"] == [], engine       # 3 x 0.4 > one GPU
+
+
+def test_queue_counts_fractions():
+    from snapshot_builder import queue, resources
+    doc = snapshot([node("n", gpu=4)], queues=[queue("q", gpu=resources(limit=1))],
+                   podgroups=[podgroup(f"j{i}") for i in range(3)],
+                   pods=[frac(f"j{i}-0", f"j{i}", f="0.5") for i in range(3)])
+    for engine, out in both_engines(doc).items():
+        assert len(out["binds"]) == 2, engine   # 0.5 + 0.5 reach the limit of 1 GPU
+
+
+# ----------------------------------------------------------------------------- MIG
+
+
+def test_mig_fits_only_nodes_that_advertise_the_profile():
+    mig = node("mig", gpu=0, extra={"nvidia.com/mig-1g.10gb": "2"},
+               labels={"nvidia.com/mig.strategy": "mixed", "node-role.kubernetes.io/mig-enabled": "true"})
+    plain = node("plain", gpu=2)
+    ask = {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1", "nvidia.com/mig-1g.10gb": "1"}}}
+    other = {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1", "nvidia.com/mig-2g.20gb": "1"}}}
+    doc = snapshot([mig, plain], podgroups=[podgroup("a"), podgroup("b"), podgroup("w")],
+                   pods=[pod("a-0", "a", containers=[ask]), pod("b-0", "b", containers=[other]),
+                         pod("w-0", "w", gpu=1)])
+    for engine, out in both_engines(doc).items():
+        binds = {b["pod"]: b["node"] for b in out["binds"]}
+        assert binds == {"default/a-0": "mig", "default/w-0": "plain"}, engine
+
+
+# ----------------------------------------------------------------------------- decisions, simulate
+
+
+def test_simulate_runs_the_pod_in_its_group_and_the_group_becomes_a_shared_device():
+    doc = snapshot([node("n", gpu=1)], podgroups=[podgroup("a"), podgroup("b"), podgroup("c")],
+                   pods=[frac("a-0", "a", f="0.5"), frac("b-0", "b", f="0.5", created=10),
+                         frac("c-0", "c", f="0.5", created=20)])
+    loaded = load_snapshot_dict(copy.deepcopy(doc))
+    result, final = simulate(loaded, 2, CycleSettings(engine="greedy"))
+    pods = {p["name"]: p for p in result["pods"]}
+    assert pods["a-0"]["status"] == pods["b-0"]["status"] == "Running"
+    assert pods["a-0"]["gpuGroups"] == pods["b-0"]["gpuGroups"] and len(pods["a-0"]["gpuGroups"]) == 1
+    assert pods["c-0"]["status"] == "Pending"          # the one GPU is full
+    second = build_state = load_snapshot_dict(final)
+    from kai_cp.state import build_cluster_state
+    st = build_cluster_state(second)
+    (grp,) = st.nodes[0].gpu_groups.values()
+    assert grp.allocated == M and st.table.idle[0, 2] == 0
+
+
+def test_new_group_ids_are_deterministic_and_unique():
+    doc = snapshot([node("n", gpu=4)], podgroups=[podgroup(f"j{i}") for i in range(4)],
+                   pods=[frac(f"j{i}-0", f"j{i}", f="0.75") for i in range(4)])
+    first = solve_doc(doc, "cp-sat")
+    again = solve_doc(doc, "cp-sat")
+    assert first["binds"] == again["binds"]
+    groups = [g for b in first["binds"] for g in b["gpuGroups"]]
+    assert len(groups) == 4 == len(set(groups))
+
+
+# ----------------------------------------------------------------------------- cp-sat vs greedy
+
+
+def test_cpsat_packs_fractions_where_greedy_strands_a_gpu():
+    """KAI puts 0.5 on the fullest shared GPU it fits (0.5 used: full), then 0.5 more can't pair;
+    the model pairs them so that a whole GPU stays free for the 1-GPU pod."""
+    doc = snapshot([node("n", gpu=2)], podgroups=[podgroup("a"), podgroup("p"), podgroup("q"), podgroup("w")],
+                   pods=[running_frac("a-0", "a", "n", "g", f="0.3"),
+                         frac("p-0", "p", f="0.7", created=1), frac("q-0", "q", f="0.6", created=2),
+                         frac("r-0", "q", f="0.4", created=3), pod("w-0", "w", gpu=1, created=4)])
+    res = {e: run_cycle(state_of(doc), CycleSettings(engine=e)) for e in ("greedy", "cp-sat")}
+    for e, r in res.items():
+        assert violations(r.state, r.session) == [], e
+
+    def gpus(r):
+        return sum(float(p.task.request.gpu_quota) for p in r.session.placements.values())
+    assert gpus(res["cp-sat"]) >= gpus(res["greedy"])
+
+
+# ----------------------------------------------------------------------------- fragmentation
+
+
+def _random_mix(rng: random.Random, nodes: int) -> Mix:
+    k = rng.randint(1, 5)
+    frac_ = np.array([rng.random() < 0.6 for _ in range(k)])
+    milli = np.array([rng.choice([250, 300, 500, 700, 810]) if f else 1000 for f in frac_])
+    count = np.array([1 if f else rng.choice([1, 2, 4, 8]) for f in frac_])
+    w = np.array([rng.random() + 0.01 for _ in range(k)])
+    return Mix(cpu=np.array([rng.choice([0, 2000, 8000]) for _ in range(k)]), memory=np.zeros(k, dtype=np.int64),
+               milli=milli, count=count, fraction=frac_, weight=w / w.sum(),
+               allowed=np.array([[rng.random() < 0.9 for _ in range(nodes)] for _ in range(k)]))
+
+
+def test_fragmentation_closed_form_matches_the_definition():
+    rng = random.Random(7)
+    for _ in range(30):
+        n = rng.randint(1, 6)
+        width = 8
+        dev = np.full((n, width), -1, dtype=np.int64)
+        for i in range(n):
+            for s in range(rng.randint(1, width)):
+                dev[i, s] = rng.choice([0, 100, 190, 300, 500, 700, 1000, 1000])
+        cpu = np.array([rng.choice([0, 4000, 16000]) for _ in range(n)], dtype=np.int64)
+        mem = np.full(n, 10 ** 12, dtype=np.int64)
+        mix = _random_mix(rng, n)
+        idx = FragIndex(mix, Devices(dev, cpu, mem, [[None] * width for _ in range(n)]))
+        assert np.allclose(idx.before, fragmentation(mix, dev, cpu, mem))
+        # one fraction on each slot
+        need = np.full(n, rng.choice([100, 250, 500]), dtype=np.int64)
+        table = idx.fraction(need, 1000, 0)
+        for i in range(n):
+            for s in range(width):
+                if dev[i, s] < need[i]:
+                    assert table[i, s] == np.inf
+                    continue
+                after = dev.copy()
+                after[i, s] -= need[i]
+                expect = fragmentation(mix, after, cpu - 1000, mem)[i] - idx.before[i]
+                assert table[i, s] == pytest.approx(expect)
+        # whole GPUs
+        k = rng.randint(1, 3)
+        w = idx.whole(k, 2000, 0)
+        for i in range(n):
+            full = [s for s in range(width) if dev[i, s] == 1000]
+            if len(full) < k:
+                assert w[i] == np.inf
+                continue
+            after = dev.copy()
+            after[i, full[:k]] = 0
+            assert w[i] == pytest.approx(fragmentation(mix, after, cpu - 2000, mem)[i] - idx.before[i])
