@@ -1,6 +1,6 @@
 """Per-pod back-off after failed binds (KAI #2074: a pod whose bind keeps failing must not win
-every cycle and starve the others). A failed pod waits 1 s, 2 s, 4 s ... up to 60 s before it
-is considered again; a success clears it."""
+every cycle and starve the others). A failed pod waits 1 s, 2 s, 4 s ... up to 10 s before it
+is considered again (kube-scheduler's pod back-off: 1 s doubling to 10 s); a success clears it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 
 
 class BindBackoff:
-    def __init__(self, base: float = 1.0, cap: float = 60.0, clock=time.monotonic):
+    def __init__(self, base: float = 1.0, cap: float = 10.0, clock=time.monotonic):
         self.base, self.cap, self.clock = base, cap, clock
         self._fails: dict[str, tuple[int, float]] = {}     # pod key -> (failures, until)
         self._lock = threading.Lock()

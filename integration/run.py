@@ -273,6 +273,9 @@ class Scheduler:
         log.info("cycle %d: %d bound, %d failed, %d unschedulable jobs; state %.3fs decide %.3fs apply %.3fs (%s %s)",
                  self.cycles, len(applied.bound), len(applied.failed), len(doc["unschedulable"]), t1 - t0, t2 - t1,
                  t3 - t2, doc["cycle"]["engine"], doc["cycle"]["status"])
+        if log.isEnabledFor(logging.DEBUG):
+            for u in doc["unschedulable"]:
+                log.debug("pending %s: %s", u["podGroup"], " | ".join(u["reasons"])[:500])
         return doc
 
     def _observe(self, result, doc, applied, t0, t1, t2, t3) -> None:

@@ -67,6 +67,7 @@ class Binder(_Loop):
         super().__init__(period)
         self.kube, self.namespace = kube, namespace
         self.bound = 0
+        self.conflicts = 0      # requests naming a pod already bound to another node (a double bind)
 
     def step(self) -> None:
         gv = "scheduling.run.ai/v1alpha2"
@@ -80,7 +81,10 @@ class Binder(_Loop):
             status = {"phase": "Succeeded"}
             try:
                 pod = self.kube.get(pod_path)
-                if not pod["spec"].get("nodeName"):
+                if pod["spec"].get("nodeName") and pod["spec"]["nodeName"] != spec["selectedNode"]:
+                    self.conflicts += 1
+                    status = {"phase": "Failed", "reason": f"pod is bound to {pod['spec']['nodeName']}"}
+                elif not pod["spec"].get("nodeName"):
                     self.kube.create(pod_path + "/binding", {
                         "apiVersion": "v1", "kind": "Binding",
                         "metadata": {"name": spec["podName"], "namespace": meta["namespace"], "uid": pod["metadata"]["uid"]},
