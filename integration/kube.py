@@ -85,6 +85,10 @@ class Kube:
 
     def __post_init__(self) -> None:
         self.api.user_agent = self.user_agent
+        if not self.api.configuration.verify_ssl:
+            # Said once here instead of a warning per request.
+            log.warning("TLS verification of the API server is off (insecure-skip-tls-verify in the kubeconfig)")
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self.api.configuration.connection_pool_maxsize = max(
             getattr(self.api.configuration, "connection_pool_maxsize", 4) or 4, 16)
         self.api.rest_client = k8s_client.rest.RESTClientObject(self.api.configuration)

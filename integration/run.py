@@ -11,6 +11,7 @@ period): snapshot from the cache -> cluster state -> decisions (kai_cp.cycle) ->
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import gc
 import logging
 import os
@@ -217,6 +218,12 @@ class Scheduler:
         self.need_relist = threading.Event()
         self.elector: LeaderElector | None = None
         if args.leader_elect:
+            # A write must land before another replica may take the lease: cap each request's
+            # timeout to the margin between the renew deadline and the lease's end.
+            margin = args.leader_elect_lease_duration - args.leader_elect_renew_deadline
+            if kube.timeout > margin:
+                log.info("API request timeout %.1fs capped to %.1fs (lease duration - renew deadline)", kube.timeout, margin)
+                kube.timeout = margin
             self.elector = LeaderElector(kube, args.namespace, args.scheduler_name,
                                          identity=args.identity or default_identity(),
                                          lease_duration=args.leader_elect_lease_duration,
@@ -241,7 +248,7 @@ class Scheduler:
         e = self.elector
         if not e.is_leader() or e._renewed_at is None:
             return False
-        return e.clock() + min(self.args.api_timeout, e.lease_duration) < e._renewed_at + e.lease_duration
+        return e.clock() + self.kube.timeout < e._renewed_at + e.lease_duration
 
     # -- one cycle -------------------------------------------------------------------------
     def cycle(self) -> dict:
@@ -369,9 +376,14 @@ class Scheduler:
                     self.stop.wait(0.2)
                     continue
                 if self.need_relist.is_set():
-                    self.need_relist.clear()
                     log.info("leading: re-listing every kind before the first cycle")
-                    self.cache.relist_all()
+                    try:
+                        self.cache.relist_all()
+                    except Exception as e:
+                        log.warning("re-list on becoming leader failed (%s); trying again", e)
+                        self.stop.wait(0.5)
+                        continue
+                    self.need_relist.clear()
                 try:
                     self.cycle()
                 except Exception as e:      # one bad cycle never ends the scheduler
@@ -410,6 +422,7 @@ def main(argv: Sequence[str]) -> int:
     def on_signal(signum, _frame):
         log.info("signal %d: stopping", signum)
         sched.stop.set()
+    faulthandler.register(signal.SIGUSR1)     # `kill -USR1` dumps every thread's stack to stderr
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     if args.version:

@@ -70,14 +70,18 @@ class SchedulerProcess:
         return self.get(self.metrics_port, "/metrics").decode()
 
     def logs(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return self.log_path.read_text(errors="replace")
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def stop(self, sig: int = signal.SIGTERM) -> int:
+    def stop(self, sig: int = signal.SIGTERM, dump: bool = False) -> int:
         if self.proc.poll() is None:
+            if dump:     # every thread's stack into the log, for a failing test's post-mortem
+                self.proc.send_signal(signal.SIGUSR1)
+                time.sleep(0.5)
             self.proc.send_signal(sig)
             try:
                 self.proc.wait(20)
