@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable
@@ -46,6 +48,8 @@ class NotLeader(Exception):
 
 @dataclass
 class ApplyOutcome:
+    """What one cycle's apply did. Lists are appended from several threads (atomic in CPython);
+    counters go through `inc`."""
     bound: list[tuple[str, str]] = field(default_factory=list)          # (pod key, node) applied
     failed: list[tuple[str, str]] = field(default_factory=list)         # (pod key, reason)
     gangs_applied: int = 0
@@ -56,6 +60,11 @@ class ApplyOutcome:
     stopped_not_leader: bool = False
     writes: int = 0
     bind_seconds: list[float] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def inc(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + n)
 
 
 def _portion(v: Fraction | float) -> str:
@@ -112,7 +121,7 @@ class Applier:
     def __init__(self, kube: Kube, cache: Cache, *, bind_mode: bool = False, pool_key: str = "",
                  pool_value: str = "", evict_with_delete: bool = False,
                  is_leader: Callable[[], bool] = lambda: True, backoff: BindBackoff | None = None,
-                 on_write: Callable[[str, str, int], None] | None = None):
+                 on_write: Callable[[str, str, int], None] | None = None, parallel: int = 16):
         self.kube = kube
         self.cache = cache
         self.bind_mode = bind_mode
@@ -122,6 +131,7 @@ class Applier:
         self.is_leader = is_leader
         self.backoff = backoff or BindBackoff()
         self.on_write = on_write      # (verb, resource, status) for metrics
+        self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="apply")
 
     # -- helpers ---------------------------------------------------------------------------
     def _guard(self) -> None:
@@ -148,14 +158,27 @@ class Applier:
         for p in sorted(result.session.placements.values(), key=lambda p: p.task.key):
             if not p.pipelined:
                 by_job.setdefault(p.task.job, []).append(p)
+        def one(job_name: str) -> None:
+            plan = by_job[job_name]
+            if self.bind_mode:
+                self._bind_gang(result, job_name, plan, out)
+            else:
+                self._request_gang(result, job_name, plan, gpu_groups, out)
         try:
             self._cleanup_bind_requests(result, out)
-            for job_name in sorted(by_job):
-                plan = by_job[job_name]
-                if self.bind_mode:
-                    self._bind_gang(result, job_name, plan, out)
-                else:
-                    self._request_gang(result, job_name, plan, gpu_groups, out)
+            # Gangs are independent: their writes go out in parallel (one gang's pods in order).
+            jobs = sorted(by_job)
+            if len(jobs) <= 1:
+                for j in jobs:
+                    one(j)
+            else:
+                for f in [self._pool.submit(one, j) for j in jobs]:
+                    try:
+                        f.result()
+                    except NotLeader:
+                        out.stopped_not_leader = True
+            if out.stopped_not_leader:
+                raise NotLeader()
             self._evict(doc.get("evictions") or [], result, out)
         except NotLeader:
             out.stopped_not_leader = True
@@ -198,9 +221,9 @@ class Applier:
                 else:
                     self._fail(out, p.task.key, f"BindRequest not created: {e}")
                     self._rollback(created)
-                    out.gangs_rolled_back += 1
+                    out.inc("gangs_rolled_back")
                     return
-            out.writes += 1
+            out.inc("writes")
             out.bind_seconds.append(time.perf_counter() - t0)
             created.append((pod.metadata.namespace, pod.metadata.name))
             if made is not None:
@@ -209,7 +232,7 @@ class Applier:
         for p in plan:
             self.backoff.success(p.task.key)
             out.bound.append((p.task.key, state.nodes[p.node].name))
-        out.gangs_applied += 1
+        out.inc("gangs_applied")
 
     def _same_request(self, pod, node: str) -> bool:
         try:
@@ -275,7 +298,7 @@ class Applier:
                 if e.status == 409 and assigned_node(e) == node:
                     continue
                 self._fail(out, p.task.key, f"binding refused (dry run): {e}")
-                out.gangs_rolled_back += 1
+                out.inc("gangs_rolled_back")
                 return
         # Phase 2: for real.
         bound = 0
@@ -294,7 +317,7 @@ class Applier:
                     ok = self._bound_to(pod, node)      # the answer was lost: look
                 if not ok:
                     self._fail(out, p.task.key, f"binding failed: {e}")
-            out.writes += 1
+            out.inc("writes")
             out.bind_seconds.append(time.perf_counter() - t0)
             if ok:
                 bound += 1
@@ -302,9 +325,9 @@ class Applier:
                 out.bound.append((p.task.key, node))
                 pods_inf.assume(p.task.key, pod.model_copy(update={"spec": pod.spec.model_copy(update={"node_name": node})}))
         if bound == len(plan):
-            out.gangs_applied += 1
+            out.inc("gangs_applied")
         elif bound:
-            out.partial_gangs += 1
+            out.inc("partial_gangs")
 
     def _post_binding(self, pod, node: str, dry_run: bool) -> None:
         path = object_path("v1", "pods", pod.metadata.namespace, pod.metadata.name, "binding")

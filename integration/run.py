@@ -136,6 +136,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--sync-timeout", type=_duration, default=300.0,
                    help="give up when the cache has not synced in this time (default 5m)")
     c.add_argument("--identity", default=None, help="leader-election identity (default POD_NAME or hostname_uuid)")
+    c.add_argument("--idle-resync", type=_duration, default=10.0,
+                   help="when nothing changed in the cluster since a cycle that decided nothing, the next cycle is "
+                        "skipped (same input, same decisions) for up to this long (default 10s; 0: never skip)")
     c.add_argument("--cycles", type=int, default=0, help="stop after this many cycles as leader (default 0: run forever)")
     return ap
 
@@ -239,7 +242,10 @@ class Scheduler:
                                    on_write=on_write)
         self.last: tuple[Any, dict] | None = None     # (LoadedSnapshot, decisions) of the last cycle with decisions
         self.cycles = 0
+        self.skipped = 0
         self.last_cycle: dict[str, float] = {}
+        self._last_input: tuple | None = None      # (cache generation, gated pods) of the last quiet cycle
+        self._last_full = 0.0
 
     def may_write(self) -> bool:
         """Leading, with time left on the lease for a write to land (API timeout) before anyone else may lead."""
@@ -251,8 +257,17 @@ class Scheduler:
         return e.clock() + self.kube.timeout < e._renewed_at + e.lease_duration
 
     # -- one cycle -------------------------------------------------------------------------
+    def unchanged(self) -> bool:
+        """True when the last cycle decided nothing and its input has not changed since."""
+        if self._last_input is None or not self.args.idle_resync:
+            return False
+        if time.monotonic() - self._last_full >= self.args.idle_resync:
+            return False
+        return self._last_input == (self.cache.generation, frozenset(self.backoff.active_keys()))
+
     def cycle(self) -> dict:
         t0 = time.perf_counter()
+        generation = self.cache.generation
         gated = self.backoff.active_keys()
 
         def gate(pod):
@@ -274,6 +289,10 @@ class Scheduler:
         self._observe(result, doc, applied, t0, t1, t2, t3)
         if doc["binds"] or doc["evictions"] or doc["pipelined"]:
             self.last = (loaded, doc)
+            self._last_input = None
+        else:
+            self._last_input = (generation, frozenset(gated))
+        self._last_full = time.monotonic()
         self.cycles += 1
         self.last_cycle = {"snapshotAndState": t1 - t0, "decide": t2 - t1, "applyAndStatus": t3 - t2, "total": t3 - t0,
                            "binds": len(applied.bound), "failed": len(applied.failed)}
@@ -384,6 +403,10 @@ class Scheduler:
                         self.stop.wait(0.5)
                         continue
                     self.need_relist.clear()
+                if self.unchanged():
+                    self.skipped += 1
+                    self.stop.wait(a.schedule_period)
+                    continue
                 try:
                     self.cycle()
                 except Exception as e:      # one bad cycle never ends the scheduler

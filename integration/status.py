@@ -3,8 +3,12 @@ KAI's reason strings, pod `PodScheduled=False` conditions, events (written once 
 every cycle), KAI's `last-start-timestamp` and stale-gang annotations, and Queue status.
 
 Everything is a patch (never a whole-object update), sent by a small pool of workers
-(`--num-of-status-recording-workers`, as KAI); the cycle waits for them before it ends. A
-failed status write is logged and tried again at the next change; it never stops a cycle.
+(`--num-of-status-recording-workers`, as KAI) from a queue keyed by object and kind of write:
+a newer write for the same key replaces one not yet sent, so a slow API server gets the latest
+status, not a backlog. Unlike KAI the cycle does not wait for these writes (on a large cluster
+the first cycle would otherwise wait for thousands of them); no decision reads them back except
+schedulingBackoff, which at worst tries a node pool once more. A failed status write is logged
+and tried again at the next change; it never stops a cycle.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait
+import time
+import itertools
 from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Callable
@@ -87,7 +92,15 @@ class StatusWriter:
         self.kube = kube
         self.scheduler_name = scheduler_name
         self.node_pool = node_pool          # the shard's pool value, or "default"
-        self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="status")
+        self._queue: dict[Any, Callable[[], None]] = {}     # key -> latest write not yet sent (insertion order)
+        self._cv = threading.Condition()
+        self._busy = 0
+        self._closed = False
+        self._unique = itertools.count()
+        self._threads = [threading.Thread(target=self._worker, name=f"status-{i}", daemon=True)
+                         for i in range(max(1, workers))]
+        for t in self._threads:
+            t.start()
         self.can_write = can_write
         self.on_write = on_write
         self._events: dict[tuple[str, str], str] = {}      # (object uid, reason) -> last message written
@@ -98,7 +111,39 @@ class StatusWriter:
         self.written = {"events": 0, "conditions": 0, "podConditions": 0, "annotations": 0, "queues": 0}
 
     # -- plumbing ----------------------------------------------------------------------------
-    def _submit(self, futures: list, kind: str, fn: Callable[[], Any], undo: Callable[[], None] | None = None) -> None:
+    def _worker(self) -> None:
+        while True:
+            with self._cv:
+                while not self._queue and not self._closed:
+                    self._cv.wait()
+                if not self._queue and self._closed:
+                    return
+                key = next(iter(self._queue))
+                job = self._queue.pop(key)
+                self._busy += 1
+            try:
+                job()
+            finally:
+                with self._cv:
+                    self._busy -= 1
+                    self._cv.notify_all()
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until every queued write was sent (tests, shutdown)."""
+        end = time.monotonic() + timeout
+        with self._cv:
+            while self._queue or self._busy:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(left)
+        return True
+
+    def backlog(self) -> int:
+        with self._cv:
+            return len(self._queue) + self._busy
+
+    def _submit(self, key: Any, kind: str, fn: Callable[[], Any], undo: Callable[[], None] | None = None) -> None:
         def run() -> None:
             if not self.can_write():
                 if undo:
@@ -117,7 +162,16 @@ class StatusWriter:
                     self.on_write("patch" if kind != "events" else "create", kind, e.status)
                 if e.status != 404:
                     log.info("status write (%s) failed: %s", kind, e)
-        futures.append(self.pool.submit(run))
+            except Exception as e:   # a bug in one write never stops the others
+                if undo:
+                    undo()
+                log.exception("status write (%s) failed: %s", kind, e)
+        with self._cv:
+            if key is None:
+                key = ("unique", next(self._unique))
+            self._queue.pop(key, None)       # a newer write replaces the queued one
+            self._queue[key] = run
+            self._cv.notify()
 
     def event(self, futures: list, obj: dict, etype: str, reason: str, message: str, once: bool = True) -> None:
         """A core/v1 Event about `obj` ({kind, apiVersion, namespace, name, uid})."""
@@ -141,8 +195,8 @@ class StatusWriter:
             with self._lock:
                 if self._events.get(key) == message:
                     del self._events[key]
-        self._submit(futures, "events", lambda: self.kube.create(object_path("v1", "events", obj["namespace"]), body),
-                     undo if once else None)
+        self._submit(("event",) + key if once else None, "events",
+                     lambda: self.kube.create(object_path("v1", "events", obj["namespace"]), body), undo if once else None)
 
     # -- one cycle -----------------------------------------------------------------------------
     def record(self, result: CycleResult, doc: dict, applied: ApplyOutcome, queue_objects: set[str] | None = None) -> None:
@@ -192,7 +246,6 @@ class StatusWriter:
             if allocated == 0 and pg is not None:
                 self._pg_condition(futures, pg, pod_msg, reasons)
         self._queue_status(futures, result, queue_objects)
-        wait(futures, timeout=30)
 
     @staticmethod
     def _ref_pod(pod) -> dict:
@@ -216,7 +269,7 @@ class StatusWriter:
         def undo() -> None:
             with self._lock:
                 self._pod_conditions.pop(uid, None)
-        self._submit(futures, "podConditions", lambda: self.kube.patch(path, body, STRATEGIC_PATCH), undo)
+        self._submit(("podCondition", uid), "podConditions", lambda: self.kube.patch(path, body, STRATEGIC_PATCH), undo)
 
     def _pg_condition(self, futures: list, pg, message: str, reasons: list[str]) -> None:
         """Spec 10.3: nothing when the latest condition says the same; else this pool's conditions
@@ -248,7 +301,7 @@ class StatusWriter:
         def undo() -> None:
             with self._lock:
                 self._pg_conditions.pop(uid, None)
-        self._submit(futures, "conditions", lambda: self.kube.patch(path, body), undo)
+        self._submit(("pgCondition", uid), "conditions", lambda: self.kube.patch(path, body), undo)
 
     def _annotations(self, futures: list, job, pg, placed_now: list, allocated: int) -> None:
         if pg is None:
@@ -266,7 +319,7 @@ class StatusWriter:
         if not patch:
             return
         path = object_path(PG_GV, "podgroups", pg.metadata.namespace, pg.metadata.name)
-        self._submit(futures, "annotations", lambda: self.kube.patch(path, {"metadata": {"annotations": patch}}))
+        self._submit(None, "annotations", lambda: self.kube.patch(path, {"metadata": {"annotations": patch}}))
 
     def _queue_status(self, futures: list, result: CycleResult, queue_objects: set[str] | None) -> None:
         state, session = result.state, result.session
@@ -287,7 +340,10 @@ class StatusWriter:
                 with self._lock:
                     if self._queues.get(name) == status:
                         del self._queues[name]
-            self._submit(futures, "queues", lambda path=path, status=status: self.kube.patch(path, {"status": status}), undo)
+            self._submit(("queue", name), "queues", lambda path=path, status=status: self.kube.patch(path, {"status": status}), undo)
 
-    def close(self) -> None:
-        self.pool.shutdown(wait=True)
+    def close(self, timeout: float = 10.0) -> None:
+        self.flush(timeout)
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()

@@ -127,7 +127,8 @@ def test_bind_requests_gangs_status_metrics_snapshot(apiserver, shard, start_sch
     assert out.returncode == 0, out.stderr
     now = json.loads(out.stdout)
     assert now["binds"] == []          # a's requests are pending: its pods count as allocated
-    assert [u["podGroup"] for u in now["unschedulable"]] == ["b"]
+    pending = [u["podGroup"] for u in now["unschedulable"]]
+    assert "b" in pending and "a" not in pending     # (other tests' shards may add their own pods)
 
     # KAI's binder and a kubelet take it from there; b stays pending, nothing else is written.
     binder, kubelet = Binder(kube, shard).start(), Kubelet(kube, shard).start()
