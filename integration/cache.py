@@ -193,6 +193,16 @@ class Informer:
                 with self.lock:
                     self.rv = None
             except ApiError as e:
+                if e.status == 404 and self.rv is None:
+                    # The kind is not served (a CRD not installed): schedule without it, say so, look again.
+                    if not self.synced.is_set():
+                        log.warning("%s: %s is not served by the API server (CRD missing?); scheduling without "
+                                    "it and checking again every 30s", self.kind.key, self.kind.path)
+                    with self.lock:
+                        self.store, self.invalid = {}, {}
+                    self.synced.set()
+                    self._stop.wait(30)
+                    continue
                 if e.status == 410:
                     self.stats["gone"] = self.stats.get("gone", 0) + 1
                     with self.lock:

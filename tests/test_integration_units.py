@@ -121,3 +121,10 @@ def test_bind_request_fields_as_kai_writes_them():
 
 def test_crds_are_generated_from_models():
     assert crdgen.main(["--check"]) == 0, "crds/ is stale: run python -m integration.crdgen"
+
+
+def test_run_without_a_cluster_is_a_clear_error(tmp_path, capsys):
+    from integration.run import main
+    assert main([f"--kubeconfig={tmp_path / 'missing'}", "--listen-address=", "--plugin-server-port=0"]) == 2
+    err = capsys.readouterr().err
+    assert "no cluster found" in err and "--kubeconfig" in err
