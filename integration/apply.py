@@ -220,6 +220,9 @@ class Applier:
                     made = None
                 else:
                     self._fail(out, p.task.key, f"BindRequest not created: {e}")
+                    if e.status == 0 or e.status >= 500:
+                        # No answer, or a server error: the request may exist all the same; withdraw it too.
+                        created.append((pod.metadata.namespace, pod.metadata.name))
                     self._rollback(created)
                     out.inc("gangs_rolled_back")
                     return

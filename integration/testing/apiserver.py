@@ -159,7 +159,7 @@ class ApiServer:
         if self.apiserver and self.apiserver.poll() is None:
             self.apiserver.terminate()
             try:
-                self.apiserver.wait(20)
+                self.apiserver.wait(5)
             except subprocess.TimeoutExpired:
                 self.apiserver.kill()
                 self.apiserver.wait()
