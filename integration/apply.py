@@ -345,6 +345,15 @@ class Applier:
         return (cur.get("spec") or {}).get("nodeName") == node and (cur.get("metadata") or {}).get("uid") == pod.metadata.uid
 
     # -- evictions -------------------------------------------------------------------------------
+    def _evict_all(self, evictions: list[dict]) -> ApplyOutcome:
+        """Evictions alone (tests, and actions that only evict)."""
+        out = ApplyOutcome()
+        try:
+            self._evict(evictions, None, out)
+        except NotLeader:
+            out.stopped_not_leader = True
+        return out
+
     def _evict(self, evictions: list[dict], result: CycleResult, out: ApplyOutcome) -> None:
         for ev in evictions:
             key = ev.get("pod") or ""
