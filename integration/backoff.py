@@ -33,6 +33,10 @@ class BindBackoff:
     def active_keys(self) -> set[str]:
         now = self.clock()
         with self._lock:
+            # Entries long expired belong to pods that were bound or deleted meanwhile: forget them.
+            stale = [k for k, (_, until) in self._fails.items() if until < now - 30 * self.cap]
+            for k in stale:
+                del self._fails[k]
             return {k for k, (_, until) in self._fails.items() if until > now}
 
     def failures(self, key: str) -> int:

@@ -108,6 +108,7 @@ class StatusWriter:
         self._queues: dict[str, dict] = {}                 # queue -> last status written
         self._pg_conditions: dict[str, str] = {}           # PodGroup uid -> last condition message written
         self._lock = threading.Lock()
+        self._cycles = 0
         self.written = {"events": 0, "conditions": 0, "podConditions": 0, "annotations": 0, "queues": 0}
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -246,6 +247,17 @@ class StatusWriter:
             if allocated == 0 and pg is not None:
                 self._pg_condition(futures, pg, pod_msg, reasons)
         self._queue_status(futures, result, queue_objects)
+        self._cycles += 1
+        if self._cycles % 100 == 0:
+            self._prune(state)
+
+    def _prune(self, state) -> None:
+        """Forget what was written about objects that are gone (pods and PodGroups churn)."""
+        live = {t.uid for t in state.tasks} | {j.uid for j in state.jobs.values()}
+        with self._lock:
+            self._events = {k: v for k, v in self._events.items() if k[0] in live}
+            self._pod_conditions = {k: v for k, v in self._pod_conditions.items() if k in live}
+            self._pg_conditions = {k: v for k, v in self._pg_conditions.items() if k in live}
 
     @staticmethod
     def _ref_pod(pod) -> dict:
