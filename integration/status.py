@@ -109,6 +109,7 @@ class StatusWriter:
         self._pg_conditions: dict[str, str] = {}           # PodGroup uid -> last condition message written
         self._lock = threading.Lock()
         self._cycles = 0
+        self._stale_sent: dict[str, bool] = {}             # PodGroup uid -> stale annotation set (True) / removed
         self.written = {"events": 0, "conditions": 0, "podConditions": 0, "annotations": 0, "queues": 0}
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -258,6 +259,7 @@ class StatusWriter:
             self._events = {k: v for k, v in self._events.items() if k[0] in live}
             self._pod_conditions = {k: v for k, v in self._pod_conditions.items() if k in live}
             self._pg_conditions = {k: v for k, v in self._pg_conditions.items() if k in live}
+            self._stale_sent = {k: v for k, v in self._stale_sent.items() if k in live}
 
     @staticmethod
     def _ref_pod(pod) -> dict:
@@ -324,14 +326,27 @@ class StatusWriter:
             patch[LAST_START] = _now()
         min_total = sum(ps.min_available for ps in job.podsets.values())
         stale = 0 < allocated < min_total
-        if stale and STALE not in ann:
-            patch[STALE] = _now()
-        elif not stale and STALE in ann:
-            patch[STALE] = None
+        uid = pg.metadata.uid or f"{pg.metadata.namespace}/{pg.metadata.name}"
+        with self._lock:
+            sent = self._stale_sent.get(uid)      # what was last sent, until the cache shows it
+            if (STALE in ann) == sent:
+                self._stale_sent.pop(uid, None)
+                sent = None
+            if stale and STALE not in ann and sent is not True:
+                patch[STALE] = _now()
+                self._stale_sent[uid] = True
+            elif not stale and STALE in ann and sent is not False:
+                patch[STALE] = None
+                self._stale_sent[uid] = False
         if not patch:
             return
         path = object_path(PG_GV, "podgroups", pg.metadata.namespace, pg.metadata.name)
-        self._submit(None, "annotations", lambda: self.kube.patch(path, {"metadata": {"annotations": patch}}))
+
+        def undo() -> None:
+            with self._lock:
+                self._stale_sent.pop(uid, None)
+        self._submit(None, "annotations",
+                     lambda: self.kube.patch(path, {"metadata": {"annotations": patch}}), undo)
 
     def _queue_status(self, futures: list, result: CycleResult, queue_objects: set[str] | None) -> None:
         state, session = result.state, result.session

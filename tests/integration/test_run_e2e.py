@@ -188,3 +188,25 @@ def test_run_help_documents_every_flag():
             assert opt in out.stdout
         if action.option_strings and action.dest != "help":
             assert action.help, action.option_strings
+
+
+def test_stale_gang_annotation_set_and_cleared(apiserver, shard, start_scheduler):
+    """A gang below its minimum with some pods running (here: one bound by someone else) carries
+    KAI's stale-podgroup-timestamp annotation; it is removed when the gang is no longer stale."""
+    kube = apiserver.kube
+    _setup(kube, shard, nodes=1, gpus=2)
+    _gang(kube, shard, "s", 3, 1)            # needs 3 GPUs, the pool has 2
+    p = kube.get(object_path("v1", "pods", shard, "s-0"))
+    kube.create(object_path("v1", "pods", shard, "s-0", "binding"),
+                {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "s-0", "uid": p["metadata"]["uid"]},
+                 "target": {"apiVersion": "v1", "kind": "Node", "name": f"{shard}-n0"}})
+    sched = start_scheduler("--bind")
+    wait_ready(sched)
+    ann = lambda: kube.get(object_path(PG, "podgroups", shard, "s"))["metadata"].get("annotations") or {}  # noqa: E731
+    stamp = wait_for(lambda: ann().get("kai.scheduler/stale-podgroup-timestamp"), 15, what="stale annotation")
+    assert stamp.endswith("Z")
+    time.sleep(1.0)
+    assert ann().get("kai.scheduler/stale-podgroup-timestamp") == stamp      # set once, not moved every cycle
+    kube.delete(object_path("v1", "pods", shard, "s-0"), gracePeriodSeconds=0)
+    wait_for(lambda: "kai.scheduler/stale-podgroup-timestamp" not in ann(), 15, what="stale annotation removed")
+    assert sched.alive()
