@@ -56,6 +56,8 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--output", required=True, help="RESULT.json: final pods and every cycle's decisions")
     m.add_argument("--snapshot-out", help="also write the final cluster state as a snapshot")
     _solver_options(m)
+    # `kai-cp run` has its own parser (integration/run.py): it must accept KAI's flags and warn on unknown ones.
+    sub.add_parser("run", add_help=False, help="schedule a live cluster in place of KAI's scheduler (kai-cp run --help)")
     return ap
 
 
@@ -97,6 +99,10 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:
+        from integration.run import main as run_main   # lazy: integration builds on kai_cp, never the reverse
+        return run_main(argv[1:])
     args = parser().parse_args(argv)
     try:
         return _solve(args) if args.command == "solve" else _simulate(args)

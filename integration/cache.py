@@ -1,0 +1,316 @@
+"""List+watch cache of the objects a cycle reads, parsed once into kai-cp's models.
+
+One informer thread per kind: a paginated list, then a watch from the list's resourceVersion
+with bookmarks; 410 Gone (or an ERROR event) re-lists, a dropped connection resumes the watch
+from the last resourceVersion seen. Every object is trimmed (integration/trim.py) and
+validated into its model once, when it changes; a cycle takes references to the cached
+models (no re-list, no re-parse of the world per cycle). An object that fails validation is
+kept as raw JSON with its warnings, exactly as the snapshot loader keeps invalid objects, so
+it is reported and never stops the others.
+
+"Assumed" objects: after kai-cp writes a BindRequest or a binding, the cache holds the
+result at once (KAI's cache does the same), so the next cycle cannot decide the same pod
+again before the watch delivers the change. The watch's version replaces it when it arrives.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+from kai_cp.errors import ObjectWarning
+from kai_cp.loader import LoadedSnapshot, _validation_warnings
+from models import RAW_OBJECT_KINDS, RawObjects, Snapshot
+
+from .kube import ApiError, Kube, object_path
+from .trim import trimmer
+
+log = logging.getLogger("kai_cp.cache")
+_MODELS = {info.key: info for info in RAW_OBJECT_KINDS}
+
+
+@dataclass(frozen=True)
+class Kind:
+    key: str                 # rawObjects key of the snapshot
+    group_version: str
+    plural: str
+    namespace: str | None = None   # watch one namespace only (the scheduler's ConfigMaps)
+
+    @property
+    def path(self) -> str:
+        return object_path(self.group_version, self.plural, self.namespace)
+
+    @property
+    def kind(self) -> str:
+        return _MODELS[self.key].kind
+
+
+def default_kinds(namespace: str) -> list[Kind]:
+    return [
+        Kind("pods", "v1", "pods"),
+        Kind("nodes", "v1", "nodes"),
+        Kind("queues", "scheduling.run.ai/v2", "queues"),
+        Kind("podGroups", "scheduling.run.ai/v2alpha2", "podgroups"),
+        Kind("bindRequests", "scheduling.run.ai/v1alpha2", "bindrequests"),
+        Kind("topologies", "kai.scheduler/v1alpha1", "topologies"),
+        Kind("priorityClasses", "scheduling.k8s.io/v1", "priorityclasses"),
+        Kind("configMaps", "v1", "configmaps", namespace),
+    ]
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old (410): re-list."""
+
+
+def obj_key(meta: dict[str, Any] | None) -> str:
+    meta = meta or {}
+    ns = meta.get("namespace") or ""
+    return f"{ns}/{meta.get('name', '')}" if ns else str(meta.get("name", ""))
+
+
+class Informer:
+    def __init__(self, kube: Kube, kind: Kind, on_change: Callable[[str], None] | None = None,
+                 page_size: int = 500, watch_seconds: int = 240, stats: dict | None = None):
+        self.kube = kube
+        self.kind = kind
+        self.page_size = page_size
+        self.watch_seconds = watch_seconds
+        self.on_change = on_change
+        self.model = _MODELS[kind.key].model
+        self.trim = trimmer(kind.key)
+        self.store: dict[str, Any] = {}
+        self.invalid: dict[str, tuple[dict, list[ObjectWarning]]] = {}
+        self.rv: str | None = None
+        self.lock = threading.RLock()
+        self.synced = threading.Event()
+        self.epoch = 0              # bumped by every list: a watch started before it stops applying
+        self.stats = stats if stats is not None else {}
+        self._stop = threading.Event()
+        self._relist = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._resp_lock = threading.Lock()
+
+    # -- parsing -------------------------------------------------------------------------
+    def _parse(self, raw: dict) -> tuple[str, Any, list[ObjectWarning] | None, dict]:
+        trimmed = self.trim(raw)
+        key = obj_key(trimmed.get("metadata"))
+        if self.model is None:
+            return key, trimmed, None, trimmed
+        try:
+            return key, self.model.__pydantic_validator__.validate_python(trimmed, by_alias=True, by_name=False), None, trimmed
+        except ValidationError as exc:
+            ident = f"{self.kind.kind}/{key}"
+            return key, None, _validation_warnings(ident, trimmed, exc), trimmed
+
+    def _put(self, raw: dict) -> None:
+        key, model, warnings, trimmed = self._parse(raw)
+        if model is not None:
+            self.store[key] = model
+            self.invalid.pop(key, None)
+        else:
+            self.store.pop(key, None)
+            self.invalid[key] = (trimmed, warnings or [])
+
+    def _delete(self, raw: dict) -> None:
+        key = obj_key(raw.get("metadata"))
+        self.store.pop(key, None)
+        self.invalid.pop(key, None)
+
+    # -- list / watch --------------------------------------------------------------------
+    def list_now(self) -> None:
+        """A full list, swapped in atomically; later events of an older watch are ignored."""
+        items: list[dict] = []
+        cont = None
+        while True:
+            doc = self.kube.get(self.kind.path, limit=self.page_size, **({"continue": cont} if cont else {}))
+            items.extend(doc.get("items") or [])
+            cont = (doc.get("metadata") or {}).get("continue")
+            rv = (doc.get("metadata") or {}).get("resourceVersion")
+            if not cont:
+                break
+        fresh = Informer.__new__(Informer)
+        fresh.store, fresh.invalid, fresh.trim, fresh.model, fresh.kind = {}, {}, self.trim, self.model, self.kind
+        for raw in items:
+            Informer._put(fresh, raw)
+        with self.lock:
+            self.store, self.invalid = fresh.store, fresh.invalid
+            self.rv = rv
+            self.epoch += 1
+        self.stats["lists"] = self.stats.get("lists", 0) + 1
+        self.synced.set()
+        if self.on_change:
+            self.on_change(self.kind.key)
+
+    def _watch(self) -> None:
+        with self.lock:
+            rv, epoch = self.rv, self.epoch
+        query = {"watch": "1", "resourceVersion": rv, "allowWatchBookmarks": "true",
+                 "timeoutSeconds": str(self.watch_seconds)}
+        for ev in self.kube.stream_lines(self.kind.path, query, read_timeout=self.watch_seconds + 30):
+            if self._stop.is_set() or self._relist.is_set():
+                return
+            typ = ev.get("type")
+            obj = ev.get("object") or {}
+            if typ == "ERROR":
+                code = obj.get("code")
+                if code == 410 or obj.get("reason") in ("Expired", "Gone"):
+                    raise Gone(obj.get("message", "resource version too old"))
+                raise ApiError(int(code or 0), obj.get("message", "watch error"), obj, "WATCH", self.kind.path)
+            new_rv = (obj.get("metadata") or {}).get("resourceVersion")
+            with self.lock:
+                if self.epoch != epoch:
+                    return      # a re-list happened meanwhile; resume from its version
+                if typ == "BOOKMARK":
+                    self.rv = new_rv or self.rv
+                    continue
+                if typ in ("ADDED", "MODIFIED"):
+                    self._put(obj)
+                elif typ == "DELETED":
+                    self._delete(obj)
+                if new_rv:
+                    self.rv = new_rv
+            self.stats["events"] = self.stats.get("events", 0) + 1
+            if self.on_change:
+                self.on_change(self.kind.key)
+
+    def run(self) -> None:
+        backoff = 0.2
+        while not self._stop.is_set():
+            try:
+                if self.rv is None or self._relist.is_set():
+                    self._relist.clear()
+                    self.list_now()
+                self._watch()
+                backoff = 0.2
+            except Gone as e:
+                log.info("%s: watch expired (%s); re-listing", self.kind.key, e)
+                self.stats["gone"] = self.stats.get("gone", 0) + 1
+                with self.lock:
+                    self.rv = None
+            except ApiError as e:
+                if e.status == 404 and self.rv is None:
+                    # The kind is not served (a CRD not installed): schedule without it, say so, look again.
+                    if not self.synced.is_set():
+                        log.warning("%s: %s is not served by the API server (CRD missing?); scheduling without "
+                                    "it and checking again every 30s", self.kind.key, self.kind.path)
+                    with self.lock:
+                        self.store, self.invalid = {}, {}
+                    self.synced.set()
+                    self._stop.wait(30)
+                    continue
+                if e.status == 410:
+                    self.stats["gone"] = self.stats.get("gone", 0) + 1
+                    with self.lock:
+                        self.rv = None
+                    continue
+                self.stats["errors"] = self.stats.get("errors", 0) + 1
+                log.warning("%s: %s; retrying in %.1fs", self.kind.key, e, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+            except Exception as e:  # a bug must not kill the informer: log and carry on
+                self.stats["errors"] = self.stats.get("errors", 0) + 1
+                log.exception("%s: unexpected error: %s", self.kind.key, e)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name=f"informer-{self.kind.key}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def request_relist(self) -> None:
+        self._relist.set()
+
+    # -- reads and assumptions -----------------------------------------------------------
+    def values(self) -> tuple[list[Any], list[dict], list[ObjectWarning]]:
+        with self.lock:
+            models = list(self.store.values())
+            invalid = list(self.invalid.values())
+        return models, [raw for raw, _ in invalid], [w for _, ws in invalid for w in ws]
+
+    def get(self, key: str) -> Any:
+        with self.lock:
+            return self.store.get(key)
+
+    def assume(self, key: str, model: Any) -> None:
+        with self.lock:
+            self.store[key] = model
+
+    def forget(self, key: str) -> None:
+        with self.lock:
+            self.store.pop(key, None)
+
+
+class Cache:
+    """All informers of one scheduler; `generation` counts changes (any kind)."""
+
+    def __init__(self, kube: Kube, namespace: str, kinds: list[Kind] | None = None, page_size: int = 500):
+        self.kube = kube
+        self.generation = 0
+        self.stats: dict[str, dict] = {}
+        self._gen_lock = threading.Lock()
+        self.informers = {k.key: Informer(kube, k, self._changed, page_size, stats=self.stats.setdefault(k.key, {}))
+                          for k in (kinds or default_kinds(namespace))}
+
+    def _changed(self, key: str) -> None:
+        with self._gen_lock:
+            self.generation += 1
+
+    def start(self) -> None:
+        for inf in self.informers.values():
+            inf.start()
+
+    def stop(self) -> None:
+        for inf in self.informers.values():
+            inf.stop()
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        end = None if timeout is None else time.monotonic() + timeout
+        for inf in self.informers.values():
+            left = None if end is None else max(0.0, end - time.monotonic())
+            if not inf.synced.wait(left):
+                return False
+        return True
+
+    def relist_all(self) -> None:
+        """A fresh list of every kind, in the caller's thread (on becoming leader)."""
+        for inf in self.informers.values():
+            inf.list_now()
+
+    def counts(self) -> dict[str, int]:
+        return {k: len(inf.store) for k, inf in self.informers.items()}
+
+    def snapshot(self, config: dict | None, params: dict | None,
+                 replace_pods: Callable[[Any], Any] | None = None) -> LoadedSnapshot:
+        """The cycle's input: references to the cached models, in a stable order (same cluster,
+        same decisions). `replace_pods` may swap a pod for a modified copy (bind back-off)."""
+        lists: dict[str, list] = {}
+        raw_invalid: dict[str, list[dict]] = {info.key: [] for info in RAW_OBJECT_KINDS}
+        warnings: list[ObjectWarning] = []
+        for key, inf in self.informers.items():
+            models, invalid, warns = inf.values()
+            models.sort(key=lambda m: (m.metadata.namespace or "", m.metadata.name) if hasattr(m, "metadata")
+                        else obj_key(m.get("metadata")))
+            if key == "pods" and replace_pods is not None:
+                models = [replace_pods(p) for p in models]
+            lists[key] = models
+            raw_invalid[key] = invalid
+            warnings += warns
+        raw = RawObjects.model_construct(**{_field(k): v for k, v in lists.items()})
+        snap = Snapshot.model_construct(config=config, scheduler_params=params, raw_objects=raw)
+        return LoadedSnapshot(snapshot=snap, warnings=warnings, raw_invalid=raw_invalid)
+
+
+def _field(key: str) -> str:
+    """rawObjects JSON key -> RawObjects attribute name."""
+    out = []
+    for ch in key:
+        out.append("_" + ch.lower() if ch.isupper() else ch)
+    return "".join(out)

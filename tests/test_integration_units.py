@@ -1,0 +1,130 @@
+"""Parts of integration/ that need no API server: flags, schedulerParams, metric names, status
+texts, bind back-off, BindRequest fields, and crds/ kept in step with models/."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from types import SimpleNamespace
+
+import pytest
+
+from integration import crdgen
+from integration.apply import bind_request_body, received
+from integration.backoff import BindBackoff
+from integration.metrics import Metrics
+from integration.run import parse_args, scheduler_params
+from integration.status import job_summary, quantity_list, reason_code
+from kai_cp.resources import PodRequest
+
+# Every flag of KAI's scheduler (cmd/scheduler/app/options/options.go), as KAI's operator passes them.
+KAI_FLAGS = ["--scheduler-name=kai-scheduler", "--namespace=kai-scheduler", "--metrics-namespace=kai",
+             "--resource-reservation-app-label=kai-resource-reservation", "--restrict-node-scheduling=false",
+             "--nodepool-label-key=kai.scheduler/node-pool", "--partition-label-value=pool-a",
+             "--scheduler-conf=/etc/kai/config.yaml", "--schedule-period=1s", "--leader-elect=true", "--version=true",
+             "--listen-address=:8080", "--v=3", "--max-consolidation-preemptees=16", "--qps=50", "--burst=300",
+             "--detailed-fit-errors=false", "--schedule-csi-storage=false", "--use-scheduling-signatures=true",
+             "--full-hierarchy-fairness=true", "--allow-consolidating-reclaim=true",
+             "--num-of-status-recording-workers=5", "--default-staleness-grace-period=60s",
+             "--plugin-server-port=8081", "--cpu-worker-node-label-key=node-role.kubernetes.io/cpu-worker",
+             "--gpu-worker-node-label-key=node-role.kubernetes.io/gpu-worker",
+             "--mig-worker-node-label-key=node-role.kubernetes.io/mig-enabled", "--queue-label-key=kai.scheduler/queue",
+             "--update-pod-eviction-condition"]
+
+
+def test_kai_flags_are_all_understood():
+    args = parse_args(KAI_FLAGS)
+    assert args.unknown == []
+    assert args.leader_elect is True and args.schedule_period == 1.0 and args.partition_label_value == "pool-a"
+    assert args.update_pod_eviction_condition is True and args.detailed_fit_errors is False
+
+
+def test_unknown_flags_are_collected_not_fatal():
+    args = parse_args(["--enable-profiler", "--pyroscope-address=x", "--scheduler-name=s"])
+    assert args.scheduler_name == "s"
+    assert [u for u in args.unknown if u.startswith("-")] == ["--enable-profiler", "--pyroscope-address=x"]
+
+
+@pytest.mark.parametrize("bad", [["--schedule-period=soon"], ["--leader-elect=maybe"]])
+def test_bad_flag_values_are_errors(bad):
+    with pytest.raises(SystemExit):
+        parse_args(bad)
+
+
+def test_scheduler_params_follow_kais_omitempty_encoding():
+    p = scheduler_params(parse_args(["--partition-label-value=a", "--schedule-period=500ms",
+                                     "--use-scheduling-signatures=false"]))
+    assert p["partitionParams"] == {"NodePoolLabelKey": "kai.scheduler/node-pool", "NodePoolLabelValue": "a"}
+    assert p["schedulePeriod"] == 500_000_000 and p["globalDefaultStalenessGracePeriod"] == 60_000_000_000
+    assert "useSchedulingSignatures" not in p and p["fullHierarchyFairness"] is True
+    assert "restrictSchedulingNodes" not in p
+
+
+def test_metric_names_and_types_are_kais():
+    m = Metrics("kai")
+    m.scheduled.labels("allocate").inc()
+    m.evicted.labels("pg", "ns", "uid", "default", "reclaim").inc()
+    m.fs_gpu.labels("Team A", "team-a", "Team A").set(2)
+    text = m.exposition()[0].decode()
+    assert "# TYPE kai_podgroups_scheduled_by_action counter" in text
+    assert 'kai_podgroups_scheduled_by_action{action="allocate"} 1.0' in text
+    assert "kai_podgroups_scheduled_by_action_total" not in text
+    assert "kai_pod_group_evicted_pods_total{" in text
+    assert 'kai_queue_fair_share_gpu{queue_display_name="Team A",queue_metadata_name="team-a",queue_name="Team A"} 2.0' in text
+    assert "# TYPE kai_e2e_scheduling_latency_milliseconds gauge" in text
+    assert "_created" not in text
+
+
+def test_job_summary_and_reason_codes():
+    assert reason_code("Queue 'x' does not exist") == "QueueDoesNotExist"
+    assert reason_code("q quota has reached the allowable limit of GPUs. Limit is 1 GPUs") == "OverLimit"
+    assert reason_code("Non-preemptible workload is over quota. Workload requested 2 GPUs") == "NonPreemptibleOverQuota"
+    assert job_summary(["Queue 'x' does not exist"]) == "QueueDoesNotExist: Queue 'x' does not exist."
+    two = job_summary(["b reason.", "a reason", "a reason"])
+    assert two == "Unable to schedule podgroup: 2 a reason. \nb reason."
+
+
+def test_queue_status_quantities():
+    q = quantity_list({"cpu": Fraction(2500), "memory": Fraction(10**9), "gpu": Fraction(3, 2)})
+    assert q == {"cpu": "2500m", "memory": "1000000000", "nvidia.com/gpu": "1.5"}
+
+
+def test_bind_backoff_doubles_to_a_cap_and_clears():
+    now = [0.0]
+    b = BindBackoff(base=1, cap=10, clock=lambda: now[0])
+    assert [b.fail("p") for _ in range(6)] == [1, 2, 4, 8, 10, 10]
+    assert b.waiting("p") and b.active_keys() == {"p"}
+    now[0] = 10.5
+    assert not b.waiting("p")
+    b.fail("p")
+    b.success("p")
+    assert not b.waiting("p") and b.failures("p") == 0
+
+
+def _task(**req):
+    return SimpleNamespace(request=PodRequest(**req))
+
+
+def test_bind_request_fields_as_kai_writes_them():
+    assert received(_task(), None) == ("Regular", 0, "0.00")
+    assert received(_task(gpus=2), None) == ("Regular", 2, "1.00")
+    assert received(_task(kind="Fraction", gpu_portion=Fraction(1, 2), devices=1), None) == ("Fraction", 1, "0.50")
+    assert received(_task(kind="GpuMemory", gpu_memory=20000, devices=1), 80000) == ("Fraction", 1, "0.25")
+    pod = SimpleNamespace(metadata=SimpleNamespace(name="p", namespace="ns", uid="u1"))
+    body = bind_request_body(_task(gpus=1), pod, "n1", [], None, "kai.scheduler/node-pool", "a")
+    assert body["metadata"] == {"name": "p", "namespace": "ns",
+                                "labels": {"selected-node": "n1", "kai.scheduler/node-pool": "a"},
+                                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u1"}]}
+    assert body["spec"] == {"podName": "p", "selectedNode": "n1", "receivedResourceType": "Regular",
+                            "receivedGPU": {"count": 1, "portion": "1.00"}}
+    assert "kai.scheduler/node-pool" not in bind_request_body(_task(), pod, "n1", [], None, "kai.scheduler/node-pool", "")["metadata"]["labels"]
+
+
+def test_crds_are_generated_from_models():
+    assert crdgen.main(["--check"]) == 0, "crds/ is stale: run python -m integration.crdgen"
+
+
+def test_run_without_a_cluster_is_a_clear_error(tmp_path, capsys):
+    from integration.run import main
+    assert main([f"--kubeconfig={tmp_path / 'missing'}", "--listen-address=", "--plugin-server-port=0"]) == 2
+    err = capsys.readouterr().err
+    assert "no cluster found" in err and "--kubeconfig" in err
