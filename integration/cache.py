@@ -27,7 +27,7 @@ from kai_cp.errors import ObjectWarning
 from kai_cp.loader import LoadedSnapshot, _validation_warnings
 from models import RAW_OBJECT_KINDS, RawObjects, Snapshot
 
-from .kube import ApiError, Kube, object_path
+from .kube import ApiError, Kube, dumps_sorted, object_path
 from .trim import trimmer
 
 log = logging.getLogger("kai_cp.cache")
@@ -63,6 +63,21 @@ def default_kinds(namespace: str) -> list[Kind]:
     ]
 
 
+def fingerprint(key: str, trimmed: dict) -> bytes:
+    """What a cycle reads of an object: without its resourceVersion and the status kai-cp itself
+    writes (pod PodScheduled conditions, Queue status, PodGroup status unless the PodGroup uses
+    schedulingBackoff, which reads it). Two versions with the same fingerprint schedule alike."""
+    meta = {k: v for k, v in (trimmed.get("metadata") or {}).items() if k != "resourceVersion"}
+    out = dict(trimmed, metadata=meta)
+    if key == "pods":
+        out["status"] = {k: v for k, v in (trimmed.get("status") or {}).items() if k != "conditions"}
+    elif key == "queues":
+        out.pop("status", None)
+    elif key == "podGroups" and (trimmed.get("spec") or {}).get("schedulingBackoff") in (None, -1):
+        out.pop("status", None)
+    return dumps_sorted(out)
+
+
 class Gone(Exception):
     """The watch's resourceVersion is too old (410): re-list."""
 
@@ -85,6 +100,7 @@ class Informer:
         self.trim = trimmer(kind.key)
         self.store: dict[str, Any] = {}
         self.invalid: dict[str, tuple[dict, list[ObjectWarning]]] = {}
+        self.fingerprints: dict[str, bytes] = {}     # key -> what a cycle reads of it (see fingerprint)
         self.rv: str | None = None
         self.lock = threading.RLock()
         self.synced = threading.Event()
@@ -107,19 +123,25 @@ class Informer:
             ident = f"{self.kind.kind}/{key}"
             return key, None, _validation_warnings(ident, trimmed, exc), trimmed
 
-    def _put(self, raw: dict) -> None:
+    def _put(self, raw: dict) -> bool:
+        """Store an object; False when nothing a cycle reads changed (only our own status echoes)."""
         key, model, warnings, trimmed = self._parse(raw)
+        fp = fingerprint(self.kind.key, trimmed)
+        changed = self.fingerprints.get(key) != fp
+        self.fingerprints[key] = fp
         if model is not None:
             self.store[key] = model
             self.invalid.pop(key, None)
         else:
             self.store.pop(key, None)
             self.invalid[key] = (trimmed, warnings or [])
+        return changed
 
     def _delete(self, raw: dict) -> None:
         key = obj_key(raw.get("metadata"))
         self.store.pop(key, None)
         self.invalid.pop(key, None)
+        self.fingerprints.pop(key, None)
 
     # -- list / watch --------------------------------------------------------------------
     def list_now(self) -> None:
@@ -134,11 +156,13 @@ class Informer:
             if not cont:
                 break
         fresh = Informer.__new__(Informer)
-        fresh.store, fresh.invalid, fresh.trim, fresh.model, fresh.kind = {}, {}, self.trim, self.model, self.kind
+        fresh.store, fresh.invalid, fresh.fingerprints = {}, {}, {}
+        fresh.trim, fresh.model, fresh.kind = self.trim, self.model, self.kind
         for raw in items:
             Informer._put(fresh, raw)
         with self.lock:
             self.store, self.invalid = fresh.store, fresh.invalid
+            self.fingerprints = fresh.fingerprints
             self.rv = rv
             self.epoch += 1
         self.stats["lists"] = self.stats.get("lists", 0) + 1
@@ -168,14 +192,15 @@ class Informer:
                 if typ == "BOOKMARK":
                     self.rv = new_rv or self.rv
                     continue
+                changed = True
                 if typ in ("ADDED", "MODIFIED"):
-                    self._put(obj)
+                    changed = self._put(obj)
                 elif typ == "DELETED":
                     self._delete(obj)
                 if new_rv:
                     self.rv = new_rv
             self.stats["events"] = self.stats.get("events", 0) + 1
-            if self.on_change:
+            if changed and self.on_change:
                 self.on_change(self.kind.key)
 
     def run(self) -> None:

@@ -27,12 +27,18 @@ try:  # orjson parses watch streams ~3x faster; plain json works the same
 
     def dumps(obj: Any) -> bytes:
         return orjson.dumps(obj)
+
+    def dumps_sorted(obj: Any) -> bytes:
+        return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 except ImportError:  # pragma: no cover
     def loads(data: bytes | str) -> Any:
         return json.loads(data)
 
     def dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode()
+
+    def dumps_sorted(obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
 
 log = logging.getLogger("kai_cp.kube")
 

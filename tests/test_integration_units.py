@@ -128,3 +128,21 @@ def test_run_without_a_cluster_is_a_clear_error(tmp_path, capsys):
     assert main([f"--kubeconfig={tmp_path / 'missing'}", "--listen-address=", "--plugin-server-port=0"]) == 2
     err = capsys.readouterr().err
     assert "no cluster found" in err and "--kubeconfig" in err
+
+
+def test_own_status_echoes_do_not_count_as_changes():
+    from integration.cache import fingerprint
+    from integration.trim import trim_pod
+    pod = {"metadata": {"name": "p", "namespace": "n", "resourceVersion": "1", "managedFields": [{}]},
+           "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "env": [{"name": "X"}]}]},
+           "status": {"phase": "Pending"}}
+    echo = {**pod, "metadata": {**pod["metadata"], "resourceVersion": "2"},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]}}
+    bound = {**pod, "spec": {**pod["spec"], "nodeName": "n1"}}
+    fp = lambda o: fingerprint("pods", trim_pod(o))  # noqa: E731
+    assert fp(pod) == fp(echo) and fp(pod) != fp(bound)
+    assert "env" not in str(trim_pod(pod)) and "managedFields" not in str(trim_pod(pod))
+    pg = {"metadata": {"name": "g"}, "spec": {"minMember": 2}, "status": {"schedulingConditions": [{"a": 1}]}}
+    assert fingerprint("podGroups", pg) == fingerprint("podGroups", {**pg, "status": {}})
+    backoff = {**pg, "spec": {"minMember": 2, "schedulingBackoff": 1}}
+    assert fingerprint("podGroups", backoff) != fingerprint("podGroups", {**backoff, "status": {}})

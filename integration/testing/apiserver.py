@@ -8,6 +8,7 @@ so deploy/'s least-privilege role can be checked with a real ServiceAccount toke
 
 from __future__ import annotations
 
+import atexit
 import base64
 import json
 import os
@@ -133,6 +134,7 @@ class ApiServer:
         raise RuntimeError(f"{what} not ready after {seconds:.0f} s; see {self.workdir}")
 
     def start(self) -> "ApiServer":
+        atexit.register(self.stop)      # never leave etcd / kube-apiserver behind a crashed caller
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._keys()
         self.start_etcd()
