@@ -208,10 +208,10 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
         warnings.append(ObjectWarning(f"Topology/{name}", "spec.levels", reason))
 
     jobs: dict[str, JobInfo] = {}
+    elsewhere: set[str] = set()      # PodGroups of another node pool, or backed off: not this cycle's, not missing
     for pg in raw.pod_groups:
-        if not _selector_matches(pg.metadata.labels or {}, cfg):
-            continue
-        if _backed_off(pg, cfg):
+        if not _selector_matches(pg.metadata.labels or {}, cfg) or _backed_off(pg, cfg):
+            elsewhere.add(pg.metadata.name)
             continue
         if pg.metadata.name in jobs:
             warnings.append(ObjectWarning(f"PodGroup/{pg.metadata.namespace}/{pg.metadata.name}", "metadata.name",
@@ -279,7 +279,7 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
             continue  # not ours to schedule (it may still occupy its node, counted above)
         job = jobs.get(group)
         if job is None:
-            if status == PENDING and task.scheduler_name == cfg.scheduler_name:
+            if status == PENDING and task.scheduler_name == cfg.scheduler_name and group not in elsewhere:
                 orphan_groups.setdefault(group, []).append(
                     f"PodGroup '{group}' of pod {task.key} does not exist")
                 warnings.append(ObjectWarning(f"Pod/{task.key}", f"metadata.annotations.{POD_GROUP_ANNOTATION}",

@@ -453,7 +453,10 @@ def test_node_pool_value_selects_labelled_objects():
     assert [n.name for n in st.nodes] == ["in-a"]
     assert set(st.queues) == {"qa"}
     assert set(st.jobs) == {"ja"}
-    assert bound_pods(solve_doc(doc)) == {"default/pa": "in-a"}
+    out = solve_doc(doc)
+    assert bound_pods(out) == {"default/pa": "in-a"}
+    # The other pool's job is another shard's, not a pod whose PodGroup is missing (KAI ignores it).
+    assert "j" not in unsched(out) and not warned(out, "Pod/default/p")
 
 
 def test_node_pool_empty_key_selects_everything():
