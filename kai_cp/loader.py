@@ -195,6 +195,8 @@ def _parse_json(payload: bytes, where: str) -> Any:
     if _msgspec_decode is not None:
         try:
             return _msgspec_decode(payload)
+        except MemoryError:
+            raise
         except Exception:   # DecodeError, ValidationError (number out of range), UnicodeDecodeError
             pass
     try:

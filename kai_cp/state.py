@@ -242,6 +242,7 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
     bind_nodes = _bind_requests(raw.bind_requests)
     tasks: list[TaskInfo] = []
     other_usage: list[TaskInfo] = []
+    shared_keys: dict[tuple, tuple] = {}    # one predicate-key tuple per distinct value (~0.5 KB a pod saved)
     for pod in raw.pods:
         meta = pod.metadata
         status, node = _status(pod, bind_nodes)
@@ -252,7 +253,8 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
         group = annotations.get(POD_GROUP_ANNOTATION)
         task = TaskInfo(uid=meta.uid or meta.name, name=meta.name, namespace=meta.namespace or "default",
                         job=group, podset=None, status=status, node=node, request=request,
-                        order_key=_task_order_key(pod), predicate_key=predicate_key(pod.spec, labels, meta.namespace or "default"),
+                        order_key=_task_order_key(pod),
+                        predicate_key=shared_keys.setdefault(pk := predicate_key(pod.spec, labels, meta.namespace or "default"), pk),
                         gpu_groups=groups, nominated_node=(pod.status.nominated_node_name if pod.status else None),
                         scheduler_name=pod.spec.scheduler_name or "default-scheduler",
                         utility=labels.get("app") in UTILITY_APPS, pod=pod)
