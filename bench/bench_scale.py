@@ -18,8 +18,9 @@ multi-pod GPU gangs topology-constrained): 1,000 nodes -> 5,000 pending / 10,000
 (`build_cluster_state`), then `run_cycle` whose stats give greedy, build and solve; decode
 is the rest of the cycle's wall time. `total` is the child's wall time from before the
 imports to the end of the cycle (without writing the output); `rss` its peak resident set
-(`ru_maxrss`, OR-Tools' memory included). The table shows medians over the repeats and the
-statuses of every repeat.
+(`ru_maxrss`, OR-Tools' memory included); `cpu` the child's CPU seconds (interpreter start
+included), steadier than wall times on a shared machine. The table shows medians over the
+repeats and the statuses of every repeat.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: nodes -> (pending pods, running pods)
 SIZES: dict[int, tuple[int, int]] = {1000: (5000, 10_000), 4000: (5000, 40_000), 10000: (5000, 100_000)}
-STEPS = ("load", "state", "greedy", "build", "solve", "decode", "cycle", "total")
+STEPS = ("load", "state", "greedy", "build", "solve", "decode", "cycle", "total", "cpu")
 
 
 def _child(path: str, engine: str, time_limit: float) -> None:
@@ -60,7 +61,8 @@ def _child(path: str, engine: str, time_limit: float) -> None:
     solve = doc.get("solveSeconds", 0.0)
     out = {"imports": t_imports, "load": t_load, "state": t_state, "greedy": greedy, "build": build,
            "solve": solve, "decode": max(0.0, doc["wallSeconds"] - greedy - build - solve),
-           "cycle": doc["wallSeconds"], "total": time.perf_counter() - t0, "status": doc["status"],
+           "cycle": doc["wallSeconds"], "total": time.perf_counter() - t0, "cpu": time.process_time(),
+           "status": doc["status"],
            "binds": len(result.to_json().get("binds", [])),
            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     print(json.dumps(out))
