@@ -18,7 +18,7 @@ what it loaded, so a second load in the same process would not be representative
 child reproduces ``load_snapshot`` step by step and times each step:
 
 * read:     ``open().read()`` of the file;
-* parse:    ``kai_cp.loader._parse_json`` (stdlib ``json.loads``: UTF-8 decode, strict JSON);
+* parse:    ``kai_cp.loader._parse_json`` (msgspec, the standard library for what it refuses);
 * validate: ``kai_cp.loader.load_snapshot_dict`` (pydantic validation of every object, with
   per-object warnings), including freeing the parsed document afterwards;
 * total:    the three together, all under the loader's GC pause, as ``load_snapshot`` runs.

@@ -1,5 +1,3 @@
-import sys
+from kai_cp.cli import console_main
 
-from kai_cp.cli import main
-
-sys.exit(main())
+console_main()

@@ -12,18 +12,11 @@ from typing import Any
 from kai_cp.gcpause import gc_paused
 from kai_cp.gpu_sharing import gpu_fraction
 from kai_cp.greedy import GreedyResult, run_allocate
-from kai_cp.model.build import build_model
-from kai_cp.model.candidates import PAIRS_PER_SECOND
-from kai_cp.model.decode import decode
-from kai_cp.model.solve import solve
 from kai_cp.reasons import unschedulable
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
 
-ENGINES = ("cp-sat", "greedy")
-DEFAULT_TIME_LIMIT = 1.0
-DEFAULT_SEED = 0
-DEFAULT_WORKERS = 1   # measured (bench/): one deterministic search beats 2-4 interleaved workers on these models
+from kai_cp.defaults import DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES  # noqa: F401 (re-exported)
 GREEDY_BASE_SECONDS = 0.15          # measured greedy cost model (bench/bench_cycle.py, 2-core machine):
 GREEDY_SECONDS_PER_JOB_NODE = 8e-8   # ~0.25 s at 900 jobs x 1,000 nodes, ~1 s at 1,100 jobs x 10,000 nodes
 DETERMINISTIC_SHARE = 0.5   # CP-SAT deterministic time per second of time limit (ends the search reproducibly)
@@ -98,6 +91,7 @@ def pair_budget(state: ClusterState, greedy: GreedyResult, time_limit: float) ->
     from the problem's size, not read from the clock, so the same snapshot and settings always
     give the same model (and so the same decisions)."""
     estimated_greedy = GREEDY_BASE_SECONDS + GREEDY_SECONDS_PER_JOB_NODE * len(greedy.order) * len(state.nodes)
+    from kai_cp.model.candidates import PAIRS_PER_SECOND   # lazily: it imports OR-Tools
     return int(PAIRS_PER_SECOND * max(0.0, time_limit - estimated_greedy))
 
 
@@ -109,6 +103,12 @@ def run_cycle(state: ClusterState, settings: CycleSettings = CycleSettings()) ->
 def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     if settings.engine not in ENGINES:
         raise ValueError(f"unknown engine {settings.engine!r}; choose one of {', '.join(ENGINES)}")
+    if settings.engine == "cp-sat":
+        # Imported here, before the clock starts: OR-Tools (with pandas) is ~0.5 s of start-up
+        # that greedy-only runs and `kai-cp --help` skip.
+        from kai_cp.model.build import build_model
+        from kai_cp.model.decode import decode
+        from kai_cp.model.solve import solve
     t0 = time.perf_counter()
     greedy = run_allocate(state)
     t_greedy = time.perf_counter() - t0

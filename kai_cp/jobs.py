@@ -29,7 +29,7 @@ def ts_key(ts: datetime | None) -> float:
     return ts.timestamp()
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)   # slots: ~0.5 KB less per pod (issue 9: 140,000 pods in 2 GiB)
 class TaskInfo:
     uid: str
     name: str

@@ -34,6 +34,11 @@ from pydantic import TypeAdapter, ValidationError
 from models import RAW_OBJECT_KINDS, KubeObject, RawKindInfo, RawObjects, Snapshot
 
 from .errors import ObjectWarning, SnapshotError
+
+try:
+    from msgspec.json import decode as _msgspec_decode
+except ImportError:  # pragma: no cover - msgspec is a dependency; the standard library still works
+    _msgspec_decode = None
 from .gcpause import gc_paused
 
 __all__ = [
@@ -83,15 +88,22 @@ class LoadedSnapshot:
 
 
 def load_snapshot(path: PathLike) -> LoadedSnapshot:
-    """Load a snapshot file (ZIP or JSON, by content). Raises SnapshotError."""
+    """Load a snapshot file (ZIP or JSON, by content). Raises SnapshotError.
+
+    The file's bytes and the parsed document are owned here, so each is dropped as soon as
+    the next form exists (bytes after parsing, each chunk of raw dicts once validated): the
+    peak holds the models plus one form of the input, not all three."""
     name = os.fspath(path)
+    with _gc_paused():
+        return _load_dict(_decode(_read_file(name), name), name, True)
+
+
+def _read_file(name: str) -> bytes:
     try:
         with open(name, "rb") as f:
-            data = f.read()
+            return f.read()
     except OSError as exc:
         raise SnapshotError(name, f"cannot read file: {exc.strerror or exc}") from None
-    with _gc_paused():
-        return load_snapshot_bytes(data, name)
 
 
 def load_snapshot_bytes(data: bytes, name: str) -> LoadedSnapshot:
@@ -101,6 +113,11 @@ def load_snapshot_bytes(data: bytes, name: str) -> LoadedSnapshot:
 
 
 def _load_bytes(data: bytes, name: str) -> LoadedSnapshot:
+    return _load_dict(_decode(data, name), name, True)
+
+
+def _decode(data: bytes, name: str) -> Any:
+    """The parsed JSON document of a snapshot file's bytes (ZIP or JSON)."""
     if not data or data.isspace():
         raise SnapshotError(name, "file is empty")
     if data[:4] in _ZIP_MAGICS:
@@ -110,7 +127,8 @@ def _load_bytes(data: bytes, name: str) -> LoadedSnapshot:
         if data[:2] == b"\x1f\x8b":
             raise SnapshotError(name, "is gzip-compressed; expected JSON or a ZIP archive")
         payload, where = data, name
-    return _load_dict(_parse_json(payload, where), name)
+    del data
+    return _parse_json(payload, where)
 
 
 def _read_zip_member(data: bytes, name: str) -> bytes:
@@ -167,7 +185,20 @@ def _parse_float(text: str) -> float:
 
 
 def _parse_json(payload: bytes, where: str) -> Any:
-    """Strict UTF-8 JSON (no NaN/Infinity); errors say line and column."""
+    """Strict UTF-8 JSON (no NaN/Infinity); errors say line and column.
+
+    msgspec parses first: ~1.5x faster than the standard library on a 250 MB snapshot and
+    ~15% less memory for the document (it shares repeated keys); bench/bench_load.py. It
+    accepts the same documents except a BOM and lone surrogates in strings, and says
+    neither line nor column, so whatever it refuses goes through the standard library,
+    which gives the message (or accepts it)."""
+    if _msgspec_decode is not None:
+        try:
+            return _msgspec_decode(payload)
+        except MemoryError:
+            raise
+        except Exception:   # DecodeError, ValidationError (number out of range), UnicodeDecodeError
+            pass
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -215,7 +246,8 @@ def load_snapshot_dict(doc: Any, name: str = "<dict>") -> LoadedSnapshot:
         return _load_dict(doc, name)
 
 
-def _load_dict(doc: Any, name: str) -> LoadedSnapshot:
+def _load_dict(doc: Any, name: str, consume: bool = False) -> LoadedSnapshot:
+    """`consume`: the document is ours, its raw dicts may be dropped once validated."""
     if not isinstance(doc, dict):
         raise SnapshotError(
             name,
@@ -247,7 +279,7 @@ def _load_dict(doc: Any, name: str) -> LoadedSnapshot:
             )
             raw_objects[key] = value
             continue
-        raw_objects[key] = _load_list(info, value or [], warnings, raw_invalid[key])
+        raw_objects[key] = _load_list(info, value or [], warnings, raw_invalid[key], consume)
 
     top: dict[str, Any] = {}
     for key, value in doc.items():
@@ -275,6 +307,7 @@ def _load_list(
     items: list[Any],
     warnings: list[ObjectWarning],
     invalid: list[dict[str, Any]],
+    consume: bool = False,
 ) -> list[Any]:
     """Validate each object on its own; drop (and report) the ones that fail.
 
@@ -305,8 +338,14 @@ def _load_list(
                 failed_chunks += 1
             else:
                 _accept_chunk(info, start, chunk, models, out, seen, warnings, invalid)
+                if consume:
+                    del chunk, models
+                    items[start : start + _CHUNK] = _NONES[: min(_CHUNK, len(items) - start)]
                 continue
         _load_one_by_one(info, start, chunk, out, seen, warnings, invalid)
+        if consume:     # the models exist now; free the chunk's raw dicts (not kept in `invalid`)
+            del chunk
+            items[start : start + _CHUNK] = _NONES[: min(_CHUNK, len(items) - start)]
     return out
 
 
@@ -315,6 +354,7 @@ def _load_list(
 _CHUNK = 1000
 _MAX_FAILED_CHUNKS = 8
 _LIST_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+_NONES: list[None] = [None] * _CHUNK
 
 
 def _list_adapter(model: type[KubeObject]) -> TypeAdapter[Any]:

@@ -106,6 +106,7 @@ class NodeTable:
                 self.allocatable[n.index, self.col[r]] = v
         self.used = np.zeros_like(self.allocatable)
         self._vectors: dict = {}
+        self._vectors_by_id: dict = {}
         self._idle: np.ndarray | None = None     # derived, cached once the table is complete
         self._free: np.ndarray | None = None
         self.releasing = np.zeros_like(self.allocatable)
@@ -127,7 +128,11 @@ class NodeTable:
     def vector(self, task: TaskInfo) -> np.ndarray:
         """The task's request as a row over this table's columns; whole GPUs only (a shared-GPU
         request has 0 here, it is accounted per GPU group). Cached per request, read-only."""
-        v = self._vectors.get(task.request)
+        r = task.request
+        hit = self._vectors_by_id.get(id(r))   # requests are shared objects: skip hashing them
+        if hit is not None and hit[0] is r:
+            return hit[1]
+        v = self._vectors.get(r)
         if v is None:
             r = task.request
             v = np.zeros(len(self.resources), dtype=np.int64)
@@ -137,6 +142,7 @@ class NodeTable:
                     v[self.col[name]] = amount
             v.setflags(write=False)
             self._vectors[task.request] = v
+        self._vectors_by_id[id(r)] = (r, v)
         return v
 
     def add_task(self, task: TaskInfo) -> None:

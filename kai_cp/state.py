@@ -26,7 +26,7 @@ from kai_cp.mig import legacy_mig
 from kai_cp.nodes import NodeInfo, NodeTable, make_node
 from kai_cp.predicates import PredicateCache, predicate_key
 from kai_cp.queues import RESOURCES, QueueInfo, ancestors, build_queues
-from kai_cp.resources import mig_gpus, pod_request
+from kai_cp.resources import cached_pod_request, mig_gpus
 from kai_cp.pod_affinity import ExistingPod, PodAffinityIndex, anti_terms
 from kai_cp.topology import TopologyTree, add_constraint, affinity_constraint, build_trees, job_scopes, plain_scopes
 
@@ -250,12 +250,13 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
     other_usage: list[TaskInfo] = []
     legacy_nodes: set[str] = set()
     workload: Counter = Counter()
+    shared_keys: dict[tuple, tuple] = {}    # one predicate-key tuple per distinct value (~0.5 KB a pod saved)
     for pod in raw.pods:
         meta = pod.metadata
         status, node = _status(pod, bind_nodes)
         labels = meta.labels or {}
         annotations = meta.annotations or {}
-        request = pod_request(pod.spec, annotations)
+        request = cached_pod_request(pod.spec, annotations)
         if labels.get("app") == RESERVATION_APP:
             request = replace(request, gpus=0)     # a reservation pod's GPU is its shared group's (7.3, 7.6)
         groups = tuple(sorted({v for k, v in labels.items() if k == GPU_GROUP_LABEL or k.startswith(GPU_GROUP_LABEL + "/")}))
@@ -264,7 +265,8 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
         group = annotations.get(POD_GROUP_ANNOTATION)
         task = TaskInfo(uid=meta.uid or meta.name, name=meta.name, namespace=meta.namespace or "default",
                         job=group, podset=None, status=status, node=node, request=request,
-                        order_key=_task_order_key(pod), predicate_key=predicate_key(pod.spec, labels, meta.namespace or "default"),
+                        order_key=_task_order_key(pod),
+                        predicate_key=shared_keys.setdefault(pk := predicate_key(pod.spec, labels, meta.namespace or "default"), pk),
                         gpu_groups=groups, nominated_node=(pod.status.nominated_node_name if pod.status else None),
                         scheduler_name=pod.spec.scheduler_name or "default-scheduler",
                         utility=labels.get("app") in UTILITY_APPS, pod=pod)
@@ -394,34 +396,46 @@ def _capacity(nodes: list[NodeInfo], table: NodeTable, active: list[TaskInfo], c
 
 
 def _account_queues(queues: dict[str, QueueInfo], jobs: dict[str, JobInfo], nodes: dict[str, NodeInfo]) -> None:
-    """Per-queue allocated, non-preemptible allocated and request, over leaf and ancestors (spec 3.2.2)."""
+    """Per-queue allocated, non-preemptible allocated and request, over leaf and ancestors (spec 3.2.2).
+
+    Summed per leaf queue in plain ints first (Fractions only for shared GPUs), then added once
+    to each ancestor: exact arithmetic, so the order does not change the result, and ~40,000
+    jobs cost a few hundred Fraction additions instead of a million."""
+    # per leaf queue: allocated, non-preemptible allocated, request; each cpu, memory, GPUs, GPU fractions
+    sums: dict[str, tuple[list, list, list]] = {}
     for job in jobs.values():
         if job.queue not in queues:
             continue
         alloc = [0, 0, 0, Fraction(0)]        # cpu, memory, whole GPUs, shared GPU fractions
         request = [0, 0, 0, Fraction(0)]
-        for t in job.tasks:
-            r = t.request
-            if t.status in QUEUE_ALLOCATED:
-                accs = (alloc, request)
-                gpu = queue_gpu_of_accepted(t, nodes[t.node].gpu_memory if t.node in nodes else None)
-            elif t.status == PENDING:
-                accs = (request,)
-                gpu = r.gpu_quota
-            else:
-                continue
-            for acc in accs:
-                acc[0] += r.cpu
-                acc[1] += r.memory
-                if isinstance(gpu, int):
-                    acc[2] += gpu
+        for ps in job.podsets.values():
+            for t in ps.tasks:
+                r = t.request
+                if t.status in QUEUE_ALLOCATED:
+                    accs = (alloc, request)
+                    gpu = queue_gpu_of_accepted(t, nodes[t.node].gpu_memory if t.node in nodes else None)
+                elif t.status == PENDING:
+                    accs = (request,)
+                    gpu = r.gpu_quota
                 else:
-                    acc[3] += gpu
-        alloc = [alloc[0], alloc[1], alloc[2] + alloc[3]]
-        request = [request[0], request[1], request[2] + request[3]]
-        for q in ancestors(queues, job.queue):
-            for i, r in enumerate(RESOURCES):
-                q.allocated[r] += alloc[i]
-                q.request[r] += request[i]
-                if not job.preemptible:
-                    q.allocated_np[r] += alloc[i]
+                    continue
+                for acc in accs:
+                    acc[0] += r.cpu
+                    acc[1] += r.memory
+                    if isinstance(gpu, int):
+                        acc[2] += gpu
+                    else:
+                        acc[3] += gpu
+        leaf = sums.get(job.queue)
+        if leaf is None:
+            leaf = sums[job.queue] = ([0, 0, 0, Fraction(0)], [0, 0, 0, Fraction(0)], [0, 0, 0, Fraction(0)])
+        for acc, add in ((leaf[0], alloc), (leaf[2], request)) + (() if job.preemptible else ((leaf[1], alloc),)):
+            for i in range(4):
+                if add[i]:
+                    acc[i] += add[i]
+    for name, (alloc, alloc_np, request) in sums.items():
+        vectors = [(v[0], v[1], v[2] + v[3] if v[3] else v[2]) for v in (alloc, alloc_np, request)]
+        for q in ancestors(queues, name):
+            for target, vec in zip((q.allocated, q.allocated_np, q.request), vectors):
+                for i, r in enumerate(RESOURCES):
+                    target[r] += vec[i]

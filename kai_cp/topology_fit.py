@@ -7,7 +7,6 @@ arrays; a scope is tried on each returned node set in turn by the allocator (5.2
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -21,11 +20,26 @@ MISSING_RESOURCE_RATIO = 1000.0
 _GPU_COL = 2
 
 
-@dataclass
 class NodeSet:
-    mask: np.ndarray                    # bool per node
-    domain: str                         # the domain's id, for messages
-    scores: np.ndarray | None           # preferred-level node scores (8.4), None without a preference
+    """One candidate domain: `mask` (bool per node), `domain` (its id, for messages) and `scores`
+    (preferred-level node scores, 8.4; None without a preference).
+
+    The mask is computed when first read: a scope can have hundreds of candidate racks over
+    10,000 nodes, and the allocator usually stops at the first that fits."""
+
+    __slots__ = ("_mask", "_of", "domain", "scores")
+
+    def __init__(self, mask: np.ndarray | None, domain: str, scores: np.ndarray | None,
+                 of: tuple[np.ndarray, np.ndarray, int] | None = None):
+        self._mask, self._of = mask, of       # of: (valid nodes, node -> domain, this domain)
+        self.domain, self.scores = domain, scores
+
+    @property
+    def mask(self) -> np.ndarray:
+        if self._mask is None:
+            valid, dom, d = self._of
+            self._mask, self._of = valid & (dom == d), None
+        return self._mask
 
 
 def _domain_sums(dom: np.ndarray, valid: np.ndarray, values: np.ndarray, n_domains: int) -> np.ndarray:
@@ -34,9 +48,12 @@ def _domain_sums(dom: np.ndarray, valid: np.ndarray, values: np.ndarray, n_domai
     d = dom[idx]
     if values.ndim == 1:
         return np.rint(np.bincount(d, weights=values[idx], minlength=n_domains)).astype(np.int64)
-    v = values[idx]
-    return np.stack([np.rint(np.bincount(d, weights=v[:, c], minlength=n_domains)).astype(np.int64)
-                     for c in range(values.shape[1])], axis=1)
+    cols = values.shape[1]
+    # one bincount over (domain, column) cells: each cell adds the same values in the same
+    # node order as a per-column bincount, so the sums are identical, in one pass
+    cells = (d[:, None] * cols + np.arange(cols)).ravel()
+    sums = np.bincount(cells, weights=values[idx].ravel(), minlength=n_domains * cols)
+    return np.rint(sums).astype(np.int64).reshape(n_domains, cols)
 
 
 def _homogeneous(vecs: np.ndarray) -> bool:
@@ -164,7 +181,7 @@ def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: S
         cands = np.nonzero(ok)[0]
         dom = tree.domain_of(level)
         for d in cands[np.argsort(rank[level][cands], kind="stable")].tolist():
-            sets.append(NodeSet(valid & (dom == d), tree.domain_name(level, d), None))
+            sets.append(NodeSet(None, tree.domain_name(level, d), None, (valid, dom, d)))
     if not sets:
         return [], _shortfall(view, c, c.highest, None, "no domain has enough free resources")
     if c.preferred is not None:
@@ -181,8 +198,8 @@ def _start_domain(tree: TopologyTree, valid: np.ndarray, lowest: int) -> tuple[i
     if len(idx) == 0:
         return level, domain
     for lv in range(0, lowest + 1):
-        ds = np.unique(tree.domain[lv, idx])
-        if len(ds) != 1:
+        ds = tree.domain[lv, idx]
+        if (ds != ds[0]).any():
             break
         level, domain = lv, int(ds[0])
     return level, domain

@@ -20,7 +20,6 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Annotated, Any, Union
 
-from kubernetes.utils import parse_quantity
 from pydantic import PlainValidator, WithJsonSchema
 
 from .cache import remember
@@ -128,9 +127,43 @@ def validate_quantity(value: Any) -> str:
     return text
 
 
+def _load_parse_quantity() -> Any:
+    """The Kubernetes client's `parse_quantity`, without importing the client.
+
+    `import kubernetes.utils` runs the package's `__init__`, which imports the whole API
+    client and its config loaders (~0.3 s of start-up, more than a small snapshot's whole
+    cycle). The quantity module itself needs only `decimal`, so it is loaded from the
+    installed package's file as a module of its own; where that fails (another layout),
+    the normal import is used."""
+    try:
+        import importlib.util
+        import os
+
+        spec = importlib.util.find_spec("kubernetes")   # locates the package, runs nothing
+        folder = list(spec.submodule_search_locations or [])[0] if spec else None
+        path = os.path.join(folder, "utils", "quantity.py") if folder else None
+        mod_spec = importlib.util.spec_from_file_location("_kai_cp_kubernetes_quantity", path) if path else None
+        if mod_spec is None or mod_spec.loader is None:
+            raise ImportError("kubernetes/utils/quantity.py not found")
+        module = importlib.util.module_from_spec(mod_spec)
+        mod_spec.loader.exec_module(module)
+        return module.parse_quantity
+    except Exception:  # noqa: BLE001 - any failure: the ordinary import
+        from kubernetes.utils import parse_quantity
+
+        return parse_quantity
+
+
+_PARSE_QUANTITY: Any = None
+
+
 @lru_cache(maxsize=1 << 16)
 def _check_text(text: str) -> str:
+    global _PARSE_QUANTITY
     _exact(text)
+    if _PARSE_QUANTITY is None:
+        _PARSE_QUANTITY = _load_parse_quantity()
+    parse_quantity = _PARSE_QUANTITY
     try:
         parse_quantity(text)  # second opinion: the Kubernetes client agrees it parses
     except (ValueError, ArithmeticError) as exc:

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Scale benchmark: one `kai-cp solve` cycle, step by step, at 1,000 / 4,000 / 10,000 nodes.
+
+Why: issue 9's budgets (10,000 nodes: cycle <= 0.5 s greedy, <= 1 s CP-SAT and not FALLBACK,
+load + state <= 5 s, the whole process <= 8 s, peak memory <= 2 GiB) hold only if every step
+of the path stays small; this prints each step so a regression shows where it comes from.
+A measurement tool, not a test.
+
+    python bench/bench_scale.py [--sizes 1000 4000 10000] [--repeats 3] [--time-limit 1.0]
+                                [--cache-dir DIR] [--engines cp-sat greedy] [--json out.json]
+
+Clusters come from bench/generate.py with its realistic mix (fragmented GPU nodes, a
+department/project queue tree with quotas and limits, gangs of 1-64 pods, a third of the
+multi-pod GPU gangs topology-constrained): 1,000 nodes -> 5,000 pending / 10,000 running pods,
+4,000 -> 5,000 / 40,000, 10,000 -> 5,000 / 100,000. They are written once as JSON files
+(``--cache-dir``) and each (size, engine, repeat) runs in a fresh Python process, as
+`kai-cp solve` does: load (`kai_cp.loader.load_snapshot`, file read included), state
+(`build_cluster_state`), then `run_cycle` whose stats give greedy, build and solve; decode
+is the rest of the cycle's wall time. `total` is the child's wall time from before the
+imports to the end of the cycle (without writing the output); `rss` its peak resident set
+(`ru_maxrss`, OR-Tools' memory included); `cpu` the child's CPU seconds (interpreter start
+included), steadier than wall times on a shared machine. The table shows medians over the
+repeats and the statuses of every repeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+#: nodes -> (pending pods, running pods)
+SIZES: dict[int, tuple[int, int]] = {1000: (5000, 10_000), 4000: (5000, 40_000), 10000: (5000, 100_000)}
+STEPS = ("load", "state", "greedy", "build", "solve", "decode", "cycle", "total", "cpu")
+
+
+def _child(path: str, engine: str, time_limit: float) -> None:
+    t0 = time.perf_counter()
+    import resource
+
+    from kai_cp.cli import _load
+    from kai_cp.cycle import CycleSettings, run_cycle
+    from kai_cp.state import build_cluster_state
+
+    t_imports = time.perf_counter() - t0
+    t = time.perf_counter()
+    loaded = _load(path)
+    t_load = time.perf_counter() - t
+    t = time.perf_counter()
+    state = build_cluster_state(loaded)
+    t_state = time.perf_counter() - t
+    result = run_cycle(state, CycleSettings(engine=engine, time_limit=time_limit))
+    doc = result.to_json()["cycle"]
+    greedy = doc.get("greedySeconds", 0.0)
+    build = doc.get("buildSeconds", 0.0)
+    solve = doc.get("solveSeconds", 0.0)
+    out = {"imports": t_imports, "load": t_load, "state": t_state, "greedy": greedy, "build": build,
+           "solve": solve, "decode": max(0.0, doc["wallSeconds"] - greedy - build - solve),
+           "cycle": doc["wallSeconds"], "total": time.perf_counter() - t0, "cpu": time.process_time(),
+           "status": doc["status"],
+           "binds": len(result.to_json().get("binds", [])),
+           "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    print(json.dumps(out))
+    sys.stdout.flush()
+    os._exit(0)   # skip freeing the cluster at exit, as the CLI does
+
+
+def _snapshot(cache: str, nodes: int, seed: int) -> str:
+    pending, running = SIZES.get(nodes, (min(5 * nodes, 5000), 10 * nodes))
+    path = os.path.join(cache, f"scale-{nodes}-{pending}-{running}-s{seed}.json")
+    if not os.path.exists(path):
+        sys.path.insert(0, HERE)
+        from generate import generate_cluster, write_snapshot
+        doc = generate_cluster(nodes, pending, running, seed=seed)
+        write_snapshot(doc, path + ".tmp")
+        os.replace(path + ".tmp", path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--time-limit", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--engines", nargs="+", default=["greedy", "cp-sat"])
+    ap.add_argument("--cache-dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "kai-cp-bench-scale"))
+    ap.add_argument("--json", help="write every run here")
+    ap.add_argument("--child", nargs=2, metavar=("SNAPSHOT", "ENGINE"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        _child(args.child[0], args.child[1], args.time_limit)
+        return 0
+    os.makedirs(args.cache_dir, exist_ok=True)
+    runs = []
+    print(f"{'nodes':>6} {'engine':>7} " + " ".join(f"{s:>7}" for s in STEPS) + f" {'rss MiB':>8} {'binds':>6}  status")
+    for nodes in args.sizes:
+        path = _snapshot(args.cache_dir, nodes, args.seed)
+        for engine in args.engines:
+            got = []
+            for _ in range(args.repeats):
+                proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path, engine,
+                                       "--time-limit", str(args.time_limit)],
+                                      capture_output=True, text=True, check=True)
+                got.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            runs += [{"nodes": nodes, "engine": engine, **g} for g in got]
+            med = {s: statistics.median(g[s] for g in got) for s in STEPS + ("rss_mib", "binds")}
+            print(f"{nodes:>6} {engine:>7} " + " ".join(f"{med[s]:7.2f}" for s in STEPS)
+                  + f" {med['rss_mib']:8.0f} {med['binds']:6.0f}  " + ",".join(g["status"] for g in got), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(runs, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
