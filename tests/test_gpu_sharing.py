@@ -251,6 +251,16 @@ def _random_mix(rng: random.Random, nodes: int) -> Mix:
                allowed=np.array([[rng.random() < 0.9 for _ in range(nodes)] for _ in range(k)]))
 
 
+def test_stranding_counts_gpus_left_without_cpu():
+    """A node with 4 free GPUs and 32 cores, at 10 cores per GPU, can use 3.2 GPUs; a 12-core
+    CPU-only pod there leaves 2 usable: 1.2 GPUs more stranded. A node with 100 cores: none."""
+    mix = Mix(cpu=np.array([10_000]), memory=np.array([0]), milli=np.array([1000]), count=np.array([1]),
+              fraction=np.array([False]), weight=np.array([1.0]), allowed=np.ones((1, 2), dtype=bool))
+    dev = np.array([[1000] * 4, [1000] * 4])
+    idx = FragIndex(mix, Devices(dev, np.array([32_000, 100_000]), np.array([10 ** 12] * 2), [[None] * 4] * 2))
+    assert idx.stranding(0, 12_000).tolist() == pytest.approx([1200.0, 0.0])
+
+
 def test_fragmentation_closed_form_matches_the_definition():
     rng = random.Random(7)
     for _ in range(30):
@@ -275,7 +285,7 @@ def test_fragmentation_closed_form_matches_the_definition():
                     continue
                 after = dev.copy()
                 after[i, s] -= need[i]
-                expect = fragmentation(mix, after, cpu - 1000, mem)[i] - idx.before[i]
+                expect = fragmentation(mix, after, cpu - 1000, mem)[i] - idx.before[i] + idx.stranding(need, 1000)[i]
                 assert table[i, s] == pytest.approx(expect)
         # whole GPUs
         k = rng.randint(1, 3)
@@ -287,4 +297,5 @@ def test_fragmentation_closed_form_matches_the_definition():
                 continue
             after = dev.copy()
             after[i, full[:k]] = 0
-            assert w[i] == pytest.approx(fragmentation(mix, after, cpu - 2000, mem)[i] - idx.before[i])
+            assert w[i] == pytest.approx(fragmentation(mix, after, cpu - 2000, mem)[i] - idx.before[i]
+                                         + idx.stranding(1000 * k, 2000)[i])
