@@ -9,7 +9,6 @@ strands whole GPUs, and one that packs fractions badly strands the rest.
 from __future__ import annotations
 
 import copy
-import json
 import random
 
 import numpy as np
@@ -201,9 +200,8 @@ def test_simulate_runs_the_pod_in_its_group_and_the_group_becomes_a_shared_devic
     assert pods["a-0"]["status"] == pods["b-0"]["status"] == "Running"
     assert pods["a-0"]["gpuGroups"] == pods["b-0"]["gpuGroups"] and len(pods["a-0"]["gpuGroups"]) == 1
     assert pods["c-0"]["status"] == "Pending"          # the one GPU is full
-    second = build_state = load_snapshot_dict(final)
     from kai_cp.state import build_cluster_state
-    st = build_cluster_state(second)
+    st = build_cluster_state(load_snapshot_dict(final))
     (grp,) = st.nodes[0].gpu_groups.values()
     assert grp.allocated == M and st.table.idle[0, 2] == 0
 
