@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import random
 import statistics
 import sys

@@ -19,7 +19,9 @@ from kai_cp.state import ClusterState
 from kai_cp.defaults import DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES  # noqa: F401 (re-exported)
 GREEDY_BASE_SECONDS = 0.15          # measured greedy cost model (bench/bench_cycle.py, 2-core machine):
 GREEDY_SECONDS_PER_JOB_NODE = 8e-8   # ~0.25 s at 900 jobs x 1,000 nodes, ~1 s at 1,100 jobs x 10,000 nodes
-DETERMINISTIC_SHARE = 0.5   # CP-SAT deterministic time per second of time limit (ends the search reproducibly)
+DETERMINISTIC_SHARE = 0.5   # CP-SAT deterministic time per second of time limit (ends the search reproducibly);
+# divided by the worker count: interleaved workers wait on each other (measured: two workers took
+# 1.5 s of wall time for 0.5 s of deterministic time on a GPU-sharing model, one worker 0.02 s)
 DECODE_RESERVE = 0.08         # seconds kept back from the solver for decoding, output and teardown
 DECODE_SECONDS_PER_POD = 50e-6  # measured: decoding and teardown take ~40-50 us per placement (bench/)
 
@@ -136,7 +138,7 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     reserve = DECODE_RESERVE + DECODE_SECONDS_PER_POD * len(greedy.session.placements)
     budget = settings.time_limit - (time.perf_counter() - t0) - reserve
     outcome = solve(ctx, budget, settings.seed, settings.workers, settings.log,
-                    deterministic_limit=settings.time_limit * DETERMINISTIC_SHARE)
+                    deterministic_limit=settings.time_limit * DETERMINISTIC_SHARE / max(1, settings.workers))
     stats["solveSeconds"] = round(outcome.wall_seconds, 6)
     stats["solverStatus"] = outcome.status
     if outcome.counts is None or outcome.objective is None or outcome.objective < greedy_objective:

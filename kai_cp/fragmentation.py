@@ -117,6 +117,9 @@ class FragIndex:
         self.g0 = self._g(self.frag_small, self.ok_count, self.full[:, None], self.partial[:, None], self.total[:, None])
         self.before = self._expect(self.g0, self._base(0, 0), self.total)
         self._gpu_part: dict = {}
+        # CPU per GPU the mix asks for: a node with less CPU than that per free GPU strands GPUs
+        gpus = mix.milli * mix.count / FULL
+        self.cpu_per_gpu = float((mix.weight * mix.cpu).sum() / max((mix.weight * gpus).sum(), 1e-9))
         self.slot_of = [{g: s for s, g in enumerate(gs) if g is not None} for gs in devs.groups]
         self.fresh = [next((s for s, g in enumerate(gs) if g is None), None) for gs in devs.groups]
 
@@ -136,15 +139,25 @@ class FragIndex:
         w = self.mix.weight
         return (g * base) @ w + total * ((~base) @ w)
 
+    def stranding(self, taken: np.ndarray | int, cpu: int) -> np.ndarray:
+        """Rise in GPUs (milli) a node can no longer use for want of CPU, at the mix's CPU per
+        GPU, when a pod takes `taken` milli-GPU and `cpu` millicores there. FGD's measure only
+        sees the next pod; this sees the CPU a node's remaining GPUs will need."""
+        if self.cpu_per_gpu <= 0:
+            return np.zeros(len(self.total))
+        before = np.maximum(0.0, self.total - FULL * self.devs.cpu / self.cpu_per_gpu)
+        after = np.maximum(0.0, self.total - taken - FULL * (self.devs.cpu - cpu) / self.cpu_per_gpu)
+        return after - before
+
     def whole(self, gpus: int, cpu: int, memory: int) -> np.ndarray:
         """Rise in fragmentation per node for a pod of `gpus` whole GPUs (inf where they do not fit)."""
         base = self._base(cpu, memory)
         if gpus <= 0:
-            return self._expect(self.g0, base, self.total) - self.before
+            return self._expect(self.g0, base, self.total) - self.before + self.stranding(0, cpu)
         full = self.full - gpus
         total = self.total - FULL * gpus
         g = self._g(self.frag_small, self.ok_count - gpus, full[:, None], self.partial[:, None], total[:, None])
-        out = self._expect(g, base, total) - self.before
+        out = self._expect(g, base, total) - self.before + self.stranding(FULL * gpus, cpu)
         return np.where(self.full >= gpus, out, np.inf)
 
     def fraction(self, need: np.ndarray, cpu: int, memory: int, key=None) -> np.ndarray:
@@ -172,8 +185,19 @@ class FragIndex:
         g, total, fits = cached
         base = self._base(cpu, memory)
         out = np.einsum("nsm,nm->ns", g, base * self.mix.weight) + total * ((~base) @ self.mix.weight)[:, None]
-        out = out - self.before[:, None]
+        out = out - self.before[:, None] + self.stranding(need, cpu)[:, None]
         return np.where(fits, out, np.inf)
+
+
+def kai_slot_deltas(idx: "FragIndex", table: np.ndarray, need: np.ndarray, spread: bool) -> np.ndarray:
+    """Per node, the rise at the device KAI's GPU order would give the pod (7.4): the fullest
+    shared GPU it fits on (gpupack), or a fresh GPU first (gpuspread). The model keeps KAI's
+    device choice within a node; fragmentation decides between nodes."""
+    fits = idx.present & (idx.d >= need[:, None])
+    key = np.where(fits, idx.d, np.iinfo(np.int64).max if not spread else -1)
+    slot = key.argmax(axis=1) if spread else key.argmin(axis=1)
+    out = table[np.arange(len(table)), slot]
+    return np.where(fits.any(axis=1), out, np.inf)
 
 
 def fragmentation(mix: Mix, dev: np.ndarray, cpu: np.ndarray, memory: np.ndarray) -> np.ndarray:

@@ -109,7 +109,7 @@ def shared_gpu_violations(state: ClusterState, session: Session) -> list[str]:
     for n in state.nodes:
         for g, d in n.gpu_groups.items():
             if d.used > 0:
-                mem[(n.index, g)] = d.allocated
+                mem[(n.index, g)] = d.allocated - d.releasing   # what stays; pipelined pods may use the rest
                 if g in group_node and group_node[g] != n.index:
                     out.append(f"GPU group {g} is on two nodes")
                 group_node[g] = n.index

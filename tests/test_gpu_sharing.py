@@ -9,7 +9,6 @@ strands whole GPUs, and one that packs fractions badly strands the rest.
 from __future__ import annotations
 
 import copy
-import json
 import random
 
 import numpy as np
@@ -201,9 +200,8 @@ def test_simulate_runs_the_pod_in_its_group_and_the_group_becomes_a_shared_devic
     assert pods["a-0"]["status"] == pods["b-0"]["status"] == "Running"
     assert pods["a-0"]["gpuGroups"] == pods["b-0"]["gpuGroups"] and len(pods["a-0"]["gpuGroups"]) == 1
     assert pods["c-0"]["status"] == "Pending"          # the one GPU is full
-    second = build_state = load_snapshot_dict(final)
     from kai_cp.state import build_cluster_state
-    st = build_cluster_state(second)
+    st = build_cluster_state(load_snapshot_dict(final))
     (grp,) = st.nodes[0].gpu_groups.values()
     assert grp.allocated == M and st.table.idle[0, 2] == 0
 
@@ -251,6 +249,16 @@ def _random_mix(rng: random.Random, nodes: int) -> Mix:
                allowed=np.array([[rng.random() < 0.9 for _ in range(nodes)] for _ in range(k)]))
 
 
+def test_stranding_counts_gpus_left_without_cpu():
+    """A node with 4 free GPUs and 32 cores, at 10 cores per GPU, can use 3.2 GPUs; a 12-core
+    CPU-only pod there leaves 2 usable: 1.2 GPUs more stranded. A node with 100 cores: none."""
+    mix = Mix(cpu=np.array([10_000]), memory=np.array([0]), milli=np.array([1000]), count=np.array([1]),
+              fraction=np.array([False]), weight=np.array([1.0]), allowed=np.ones((1, 2), dtype=bool))
+    dev = np.array([[1000] * 4, [1000] * 4])
+    idx = FragIndex(mix, Devices(dev, np.array([32_000, 100_000]), np.array([10 ** 12] * 2), [[None] * 4] * 2))
+    assert idx.stranding(0, 12_000).tolist() == pytest.approx([1200.0, 0.0])
+
+
 def test_fragmentation_closed_form_matches_the_definition():
     rng = random.Random(7)
     for _ in range(30):
@@ -275,7 +283,7 @@ def test_fragmentation_closed_form_matches_the_definition():
                     continue
                 after = dev.copy()
                 after[i, s] -= need[i]
-                expect = fragmentation(mix, after, cpu - 1000, mem)[i] - idx.before[i]
+                expect = fragmentation(mix, after, cpu - 1000, mem)[i] - idx.before[i] + idx.stranding(need, 1000)[i]
                 assert table[i, s] == pytest.approx(expect)
         # whole GPUs
         k = rng.randint(1, 3)
@@ -287,4 +295,5 @@ def test_fragmentation_closed_form_matches_the_definition():
                 continue
             after = dev.copy()
             after[i, full[:k]] = 0
-            assert w[i] == pytest.approx(fragmentation(mix, after, cpu - 2000, mem)[i] - idx.before[i])
+            assert w[i] == pytest.approx(fragmentation(mix, after, cpu - 2000, mem)[i] - idx.before[i]
+                                         + idx.stranding(1000 * k, 2000)[i])

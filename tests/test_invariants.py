@@ -326,7 +326,8 @@ def check_decisions(raw: Raw, out: dict[str, Any]) -> list[str]:
     # devices in use (each once) within the node's GPUs, with and without releasing pods.
     groups_placed = {b["pod"]: b.get("gpuGroups") or [] for b in out["binds"] + out["pipelined"]}
     group_node: dict[str, str] = {}
-    group_mib: dict[str, int] = defaultdict(int)
+    group_mib: dict[str, int] = defaultdict(int)         # running, bound and placed pods
+    group_mib_all: dict[str, int] = defaultdict(int)     # also releasing pods, not pipelined ones
     group_live: dict[str, bool] = defaultdict(bool)     # held by a running, bound or newly placed pod
     group_all: dict[str, bool] = defaultdict(bool)      # held by any pod but a pipelined one
     users = [(k, n, s == "allocated", True) for k, (s, n) in raw.state.items() if s in ("allocated", "releasing") and n]
@@ -342,13 +343,17 @@ def check_decisions(raw: Raw, out: dict[str, Any]) -> list[str]:
         for g in gs:
             if group_node.setdefault(g, n) != n:
                 errors.append(f"GPU group {g} on two nodes: {group_node[g]} and {n}")
-            group_mib[g] += raw.mib(k, n)
+            if live:
+                group_mib[g] += raw.mib(k, n)
+            if counted:
+                group_mib_all[g] += raw.mib(k, n)
             group_live[g] |= live
             group_all[g] |= counted
-    for g, m in group_mib.items():
+    for g in group_node:
         cap = raw.gpu_memory.get(group_node[g], 100)
-        if m > cap:
-            errors.append(f"GPU group {g} on {group_node[g]}: {m} MiB > {cap} MiB")
+        for m in (group_mib[g], group_mib_all[g]):
+            if m > cap:
+                errors.append(f"GPU group {g} on {group_node[g]}: {m} MiB > {cap} MiB")
     for n in set(placed.values()):
         if n not in raw.alloc:
             continue
@@ -593,3 +598,24 @@ def test_checker_catches_each_kind_of_violation() -> None:
     four = {"default/s-0": "n1", "default/g-0": "n1", "default/g-1": "n1", "default/np-0": "n1"}
     assert "node n1: pods" in errors(four)                                         # 4 pods > 3 pod slots
     assert "no unschedulable reason" in " ".join(check_decisions(raw, _decided({}, unschedulable=())))
+
+
+def test_checker_catches_shared_gpu_violations() -> None:
+    import clustergen as cg
+
+    pods = [cg.pod(f"f-{i}", f"f{i}", queue_name="q", annotations={"gpu-fraction": "0.75"}) for i in range(2)]
+    pods.append(cg.pod("w-0", "w", gpus=1, queue_name="q"))
+    doc = cg.snapshot([cg.node("n1", gpus=1), cg.node("n2", gpus=1)], [cg.queue("q")], pods,
+                      [cg.pod_group("f0", "q"), cg.pod_group("f1", "q"), cg.pod_group("w", "q")])
+    raw = Raw(doc)
+
+    def errors(binds: list[tuple[str, str, list[str]]]) -> str:
+        out = {"binds": [{"pod": k, "node": n, "gpuGroups": g} for k, n, g in binds], "pipelined": [],
+               "evictions": [], "unschedulable": [{"podGroup": g, "reasons": ["x"]} for g in ("f0", "f1", "w")]}
+        return " | ".join(check_decisions(raw, out))
+
+    assert errors([("default/f-0", "n1", ["a"])]) == ""
+    assert "MiB" in errors([("default/f-0", "n1", ["a"]), ("default/f-1", "n1", ["a"])])        # 1.5 GPUs on one
+    assert "two nodes" in errors([("default/f-0", "n1", ["a"]), ("default/f-1", "n2", ["a"])])
+    assert "shared GPUs" in errors([("default/f-0", "n1", ["a"]), ("default/w-0", "n1", [])])  # given whole too
+    assert "without GPU groups" in errors([("default/f-0", "n1", [])])

@@ -1,7 +1,9 @@
 """Fragmentation (soft preference, lowest level): among otherwise equal outcomes, place each pod
 where it raises the cluster's GPU fragmentation least (kai_cp/fragmentation.py, FGD's measure
-over the snapshot's own workload mix): per candidate pair for whole-GPU and CPU pods, per
-device for shared-GPU pods (on the GpuSharing concern's device variables).
+over the snapshot's own workload mix, plus the GPUs a node's CPU can no longer serve): one
+coefficient per candidate pair. For a shared-GPU pod it is the rise at the device KAI's GPU
+order would choose on that node, so within a node the GpuSharing concern's packing (or
+spreading) stays KAI's, and fragmentation decides between nodes.
 
 The weight is one unit per milli-GPU of expected fragmentation, so it outweighs keeping greedy's
 node (20 per pod) and the placement score (0-10) whenever a choice strands a GPU fiftieth or
@@ -12,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kai_cp.fragmentation import FULL, FragIndex, devices_of, workload_mix
+from kai_cp.fragmentation import FULL, FragIndex, devices_of, kai_slot_deltas, workload_mix
+from kai_cp.gpu_sharing_place import device_spread
 from kai_cp.gpu_sharing import SharedLedger, task_memory
 from kai_cp.model.base import ModelContext
 
@@ -49,7 +52,9 @@ def class_deltas(state, free: np.ndarray, request) -> np.ndarray | None:
     if idx is None:
         return None
     if request.is_shared_gpu:
-        return idx.fraction(_need(idx, state, request), request.cpu, request.memory, _key(request)).min(axis=1)
+        need = _need(idx, state, request)
+        table = idx.fraction(need, request.cpu, request.memory, _key(request))
+        return kai_slot_deltas(idx, table, need, device_spread(state))
     return idx.whole(int(request.gpus), request.cpu, request.memory)
 
 
@@ -63,7 +68,6 @@ class Fragmentation:
         idx = frag_index(state, ctx.free)
         if idx is None:
             return
-        sharing = ctx.extensions.get("gpu-sharing") or {}
         variables, coeffs = [], []
         span = 0
         pairs_of: dict[int, list[int]] = {}
@@ -73,35 +77,21 @@ class Fragmentation:
             req = ctx.classes[c].tasks[0].request
             if not req.needs_gpu and not idx.mix.cpu.any():
                 continue
-            nodes = ctx.pair_node[pairs]
-            if req.is_shared_gpu:
-                table = idx.fraction(_need(idx, state, req), req.cpu, req.memory, _key(req))
-                slot_of, fresh = idx.slot_of, idx.fresh
-                for i, n in zip(pairs, nodes.tolist()):
-                    nd = sharing.get(n)
-                    if nd is None:
-                        continue
-                    for (pi, d), z in nd.z.items():
-                        if pi != i:
-                            continue
-                        s = slot_of[n].get(nd.existing[d][0]) if d < len(nd.existing) else fresh[n]
-                        if s is None or not np.isfinite(table[n, s]):
-                            continue
-                        w = -int(round(min(max(table[n, s], -MAX_WEIGHT), MAX_WEIGHT)))
-                        if w:
-                            variables.append(z)
-                            coeffs.append(w)
-                            span += abs(w) * int(ctx.pair_ub[i])
-            else:
-                delta = idx.whole(int(req.gpus), req.cpu, req.memory)[nodes]
-                for i, v in zip(pairs, delta.tolist()):
-                    if not np.isfinite(v):
-                        continue
-                    w = -int(round(min(max(v, -MAX_WEIGHT), MAX_WEIGHT)))
-                    if w:
-                        variables.append(ctx.x[i])
-                        coeffs.append(w)
-                        span += abs(w) * int(ctx.pair_ub[i])
+            delta = class_deltas(state, ctx.free, req)[ctx.pair_node[pairs]]
+            finite = np.isfinite(delta)
+            if not finite.any():
+                continue
+            # Only differences between a class's nodes matter (whether it is placed at all is
+            # decided above this level): measured from its best node, most pairs get no term.
+            best = delta[finite].min()
+            for i, v in zip(pairs, delta.tolist()):
+                if not np.isfinite(v):
+                    continue
+                w = -int(round(min(v - best, MAX_WEIGHT)))
+                if w:
+                    variables.append(ctx.x[i])
+                    coeffs.append(w)
+                    span += abs(w) * int(ctx.pair_ub[i])
         scale = ctx.levels.scale
         ctx.add_term(self.name, variables, [w * scale for w in coeffs])
         ctx.levels.added(span * scale)

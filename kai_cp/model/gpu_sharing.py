@@ -12,7 +12,8 @@ the node's whole-GPU pool and takes a pod slot for its reservation pod.
 
 Soft preference (lowest level): with GPU binpack (gpupack), opening a device costs and joining
 a fuller one is worth more, so devices are packed; with spread, opening is worth something,
-so pods spread over fresh GPUs first.
+so pods spread over fresh GPUs first. With binpack, a node that has a shared GPU the pod fits
+on is preferred over any other (KAI's gpusharingorder, 7.4), above fragmentation.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from kai_cp.gpu_sharing_place import device_spread
 from kai_cp.model.base import ModelContext
 
 OPEN_WEIGHT = 25        # per device opened: above keeping greedy's node (20), so joining wins
+SHARING_ORDER = 20_000  # per pod on a node with a shared GPU it fits (KAI's gpusharingorder, binpack):
+                        # above any fragmentation difference (model/fragmentation.py, at most 8,000)
 JOIN_WEIGHT = 5         # per pod on an existing device, plus up to JOIN_WEIGHT more the fuller it is
 
 
@@ -106,6 +109,11 @@ class GpuSharing:
                 if not places:
                     m.add(ctx.x[i] == 0)
                     continue
+                if not spread and state.config.gpu_placement != "spread" and \
+                        any(free >= mem for _, free, _ in existing):
+                    terms_v.append(ctx.x[i])
+                    terms_c.append(SHARING_ORDER)
+                    max_gain += SHARING_ORDER * ub
                 m.add(cp_model.LinearExpr.sum(places) == devices * ctx.x[i])
                 if devices > 1:
                     for z in places:
