@@ -145,8 +145,11 @@ def console_main() -> None:
     _FAST_EXIT = True
     code = main()
     if _KEEP:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):   # a closed pipe: main already reported what it could
+                pass
         os._exit(code)
     sys.exit(code)
 
