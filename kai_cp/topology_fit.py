@@ -156,10 +156,13 @@ def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: S
     tree = c.tree
     valid = mask & tree.member
     if c.source == "pod-affinity" and first_choice is not None:
+        dom = tree.domain_of(0)
+        placed = running_domains(job, scope, session, c, state)
+        if placed is not None:            # the gang's pods already there are the ones to be near
+            valid = valid & np.isin(dom, list(placed))
         node = first_choice(tasks[0], valid)
         if node is None:
             return [], f"no node with label {tree.levels[0]} can take the first pod"
-        dom = tree.domain_of(0)
         return [NodeSet(valid & (dom == dom[node]), tree.domain_name(0, int(dom[node])), None)], None
     demand, max_pod = scope_demand(state, tasks)
     view = DomainView(state, tree, valid, np.where(valid[:, None], session.free, 0), demand, max_pod, len(tasks))

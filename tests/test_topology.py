@@ -221,3 +221,17 @@ def test_invariant_checker_catches_topology_and_pod_affinity_violations() -> Non
     assert peer_affinity_errors(raw, {"default/s-0": "a", "default/s-1": "b"}) == []
     assert peer_affinity_errors(raw, {"default/t-0": "a", "default/t-1": "c"})
     assert peer_affinity_errors(raw, {"default/t-0": "a", "default/t-1": "b"}) == []
+
+
+def test_elastic_gang_with_own_pod_affinity_grows_in_its_zone() -> None:
+    """A gang at its minimum grows one pod per attempt (spec 5.5): later pods must join the zone the
+    first ones took, in both engines (greedy once chose the next pod's best node anywhere)."""
+    nodes = [node("z1-a", gpus=2, labels={ZONE: "z1"}), node("z2-a", gpus=8, labels={ZONE: "z2"})]
+    g = pod_group("w", "q", min_member=1)
+    pods = [pod(f"w-{i}", "w", gpus=1, queue_name="q", labels={"app": "w"}, affinity=_affinity(ZONE), created=-500 + i)
+            for i in range(4)]
+    filler = running("busy", "z2-a", 2)
+    for engine in ("greedy", "cp-sat"):
+        _, res = cycle(doc(nodes, [pod_group("busy", "q"), g], filler + pods), engine)
+        zones = {n.split("-")[0] for n in placed(res).values()}
+        assert placed(res) and len(zones) == 1, placed(res)
