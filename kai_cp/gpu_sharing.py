@@ -46,19 +46,6 @@ def portion_on_node(request: PodRequest, node_memory: int) -> Fraction:
     return request.gpu_portion
 
 
-def selected_groups(bind_requests) -> dict[tuple[str, str], tuple[str, ...]]:
-    """(namespace, pod) -> GPU groups of its in-flight (not failed) BindRequest."""
-    out = {}
-    for br in bind_requests:
-        spec, status = br.spec, br.status
-        if spec is None or not spec.pod_name or not spec.selected_gpu_groups:
-            continue
-        if status is not None and status.phase == "Failed":
-            continue
-        out[(br.metadata.namespace or "", spec.pod_name)] = tuple(sorted(set(spec.selected_gpu_groups)))
-    return out
-
-
 def gpu_fraction(state, placement) -> float | None:
     """The per-device portion a shared-GPU bind carries (BindRequest receivedGPU.portion), else None."""
     r = placement.task.request

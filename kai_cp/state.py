@@ -20,7 +20,7 @@ from kai_cp.fairshare import ShareQueue, compute_fair_share
 from kai_cp.jobs import (ACTIVE_USED, BINDING, BOUND, DEFAULT_PODSET, FAILED, GATED, PENDING, QUEUE_ALLOCATED,
                          RELEASING, RUNNING, SUCCEEDED, UNKNOWN, JobInfo, PodSet, TaskInfo, queue_gpu_of_accepted,
                          ts_key)
-from kai_cp.gpu_sharing import RESERVATION_APP, selected_groups
+from kai_cp.gpu_sharing import RESERVATION_APP
 from kai_cp.loader import LoadedSnapshot
 from kai_cp.mig import legacy_mig
 from kai_cp.nodes import NodeInfo, NodeTable, make_node
@@ -91,7 +91,7 @@ def _task_order_key(pod) -> tuple:
     return (role, head, _task_priority(labels), ts_key(pod.metadata.creation_timestamp), pod.metadata.uid or "")
 
 
-def _status(pod, bind_nodes: dict[tuple[str, str], str]) -> tuple[str, str | None]:
+def _status(pod, bind_nodes: dict[tuple[str, str], tuple]) -> tuple[str, str | None]:
     phase = (pod.status.phase if pod.status else None) or "Pending"
     node = pod.spec.node_name or None
     deleting = pod.metadata.deletion_timestamp is not None
@@ -102,7 +102,7 @@ def _status(pod, bind_nodes: dict[tuple[str, str], str]) -> tuple[str, str | Non
             return RELEASING, node
         if node:
             return BOUND, node
-        bound = bind_nodes.get((pod.metadata.namespace or "", pod.metadata.name))
+        bound = bind_nodes.get((pod.metadata.namespace or "", pod.metadata.name), (None,))[0]
         if bound:
             return BINDING, bound
         if pod.spec.scheduling_gates:
@@ -115,7 +115,8 @@ def _status(pod, bind_nodes: dict[tuple[str, str], str]) -> tuple[str, str | Non
     return UNKNOWN, node
 
 
-def _bind_requests(objs: Iterable) -> dict[tuple[str, str], str]:
+def _bind_requests(objs: Iterable) -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
+    """(namespace, pod) -> (selected node, GPU groups) of its in-flight BindRequest (spec 1.7, 7.2)."""
     out = {}
     for br in objs:
         spec, status = br.spec, br.status
@@ -123,7 +124,8 @@ def _bind_requests(objs: Iterable) -> dict[tuple[str, str], str]:
             continue
         if status is not None and status.phase == "Failed":
             continue  # KAI deletes failed requests; the pod is Pending again (spec 1.7)
-        out[(br.metadata.namespace or "", spec.pod_name)] = spec.selected_node
+        out[(br.metadata.namespace or "", spec.pod_name)] = (spec.selected_node,
+                                                             tuple(sorted(set(spec.selected_gpu_groups or ()))))
     return out
 
 
@@ -245,7 +247,6 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
 
     table = NodeTable(nodes)
     bind_nodes = _bind_requests(raw.bind_requests)
-    bind_groups = selected_groups(raw.bind_requests)
     tasks: list[TaskInfo] = []
     other_usage: list[TaskInfo] = []
     legacy_nodes: set[str] = set()
@@ -261,7 +262,7 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
             request = replace(request, gpus=0)     # a reservation pod's GPU is its shared group's (7.3, 7.6)
         groups = tuple(sorted({v for k, v in labels.items() if k == GPU_GROUP_LABEL or k.startswith(GPU_GROUP_LABEL + "/")}))
         if not groups and status == BINDING and request.is_shared_gpu:
-            groups = bind_groups.get((meta.namespace or "", meta.name), ())   # in-flight BindRequest (7.2)
+            groups = bind_nodes.get((meta.namespace or "", meta.name), (None, ()))[1]   # in-flight BindRequest (7.2)
         group = annotations.get(POD_GROUP_ANNOTATION)
         task = TaskInfo(uid=meta.uid or meta.name, name=meta.name, namespace=meta.namespace or "default",
                         job=group, podset=None, status=status, node=node, request=request,
