@@ -82,7 +82,8 @@ class Allocator:
         self.state = state
         self.session = session
         self.fitter = Fitter(state, session)
-        self.anti = any(carries_anti_affinity(t) for t in state.tasks)   # in-cycle pod anti-affinity matters
+        # In-cycle anti-affinity can only involve pods this cycle places: pending ones.
+        self.anti = any(carries_anti_affinity(t) for t in state.tasks if t.status == PENDING)
 
     def _in_cycle_mask(self, task: TaskInfo, mask: np.ndarray | None) -> np.ndarray | None:
         """Narrow the nodes by anti-affinity with pods placed earlier in this cycle (both directions)."""
