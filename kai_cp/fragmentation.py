@@ -22,6 +22,7 @@ from kai_cp.gpu_sharing import task_memory
 
 MAX_KINDS = 24          # the most common kinds of pods; the rest of the mix is small
 FULL = 1000
+SCARCITY_WEIGHT = 0.5   # milli-GPU of cost per milli-GPU taken, per unit of extra pressure on a node
 
 
 @dataclass
@@ -149,6 +150,20 @@ class FragIndex:
         after = np.maximum(0.0, self.total - taken - FULL * (self.devs.cpu - cpu) / self.cpu_per_gpu)
         return after - before
 
+    def scarcity(self) -> np.ndarray:
+        """Per node, how much more the mix needs its GPUs than GPUs elsewhere (0 when every kind
+        may use every node): kinds restricted to some nodes (a GPU model) press on those nodes'
+        free capacity, so a pod that could run anywhere should leave them alone."""
+        cached = self.__dict__.get("_scarcity")
+        if cached is None:
+            m = self.mix
+            free = self.total.astype(np.float64)
+            total = max(free.sum(), 1.0)
+            cap = (m.allowed * free[None, :]).sum(axis=1)                       # per kind
+            press = (m.weight[:, None] * m.allowed * (total / np.maximum(cap, 1.0))[:, None]).sum(axis=0)
+            cached = self.__dict__["_scarcity"] = SCARCITY_WEIGHT * (press - (m.weight * (cap > 0)).sum())
+        return cached
+
     def whole(self, gpus: int, cpu: int, memory: int) -> np.ndarray:
         """Rise in fragmentation per node for a pod of `gpus` whole GPUs (inf where they do not fit)."""
         base = self._base(cpu, memory)
@@ -157,7 +172,8 @@ class FragIndex:
         full = self.full - gpus
         total = self.total - FULL * gpus
         g = self._g(self.frag_small, self.ok_count - gpus, full[:, None], self.partial[:, None], total[:, None])
-        out = self._expect(g, base, total) - self.before + self.stranding(FULL * gpus, cpu)
+        out = self._expect(g, base, total) - self.before + self.stranding(FULL * gpus, cpu) \
+            + FULL * gpus * self.scarcity()
         return np.where(self.full >= gpus, out, np.inf)
 
     def fraction(self, need: np.ndarray, cpu: int, memory: int, key=None) -> np.ndarray:
@@ -185,7 +201,7 @@ class FragIndex:
         g, total, fits = cached
         base = self._base(cpu, memory)
         out = np.einsum("nsm,nm->ns", g, base * self.mix.weight) + total * ((~base) @ self.mix.weight)[:, None]
-        out = out - self.before[:, None] + self.stranding(need, cpu)[:, None]
+        out = out - self.before[:, None] + (self.stranding(need, cpu) + need * self.scarcity())[:, None]
         return np.where(fits, out, np.inf)
 
 

@@ -47,11 +47,19 @@ def _runs(load, settings: CycleSettings) -> list[dict[str, Any]]:
 EXAMPLE = str(ROOT / "examples" / "cluster-snapshot.zip")
 
 
+def _limit(workers: int) -> float:
+    """Time limit under which the search ends on deterministic time, not on the wall-clock guard:
+    two interleaved workers take about three times the wall time per deterministic second on the
+    2-core machines (kai_cp/model/solve.py), so they get a limit they can honour."""
+    return 1.0 if workers == 1 else 3.0
+
+
 @pytest.mark.parametrize("engine,workers", [("cp-sat", 1), ("cp-sat", 2), ("greedy", 1)])
 def test_example_snapshot_is_deterministic(engine: str, workers: int) -> None:
     """The example has several equally good optimal assignments (same objective), so the cp-sat
     answer is reproducible only if the search ends on deterministic time, not on the clock."""
-    runs = _runs(lambda: load_snapshot(EXAMPLE), CycleSettings(engine=engine, seed=0, workers=workers))
+    runs = _runs(lambda: load_snapshot(EXAMPLE), CycleSettings(engine=engine, seed=0, workers=workers,
+                                                                   time_limit=_limit(workers)))
     assert runs[0]["binds"], "the example should place something, or the test shows nothing"
     for i, r in enumerate(runs[1:], 2):
         assert r == runs[0], f"run {i} differs from run 1"
@@ -59,7 +67,8 @@ def test_example_snapshot_is_deterministic(engine: str, workers: int) -> None:
 
 @pytest.mark.parametrize("engine,workers", [("cp-sat", 1), ("cp-sat", 2), ("greedy", 1)])
 def test_generated_midsize_cluster_is_deterministic(midsize_doc: dict[str, Any], engine: str, workers: int) -> None:
-    runs = _runs(lambda: load_snapshot_dict(midsize_doc), CycleSettings(engine=engine, seed=3, workers=workers))
+    runs = _runs(lambda: load_snapshot_dict(midsize_doc), CycleSettings(engine=engine, seed=3, workers=workers,
+                                                                              time_limit=_limit(workers)))
     assert runs[0]["binds"] and runs[0]["unschedulable"], "a contended cluster is expected"
     for i, r in enumerate(runs[1:], 2):
         assert r == runs[0], f"run {i} differs from run 1"

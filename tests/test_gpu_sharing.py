@@ -259,6 +259,21 @@ def test_stranding_counts_gpus_left_without_cpu():
     assert idx.stranding(0, 12_000).tolist() == pytest.approx([1200.0, 0.0])
 
 
+def test_scarcity_keeps_flexible_pods_off_nodes_restricted_kinds_need():
+    """Half the mix may only run on node 0's model: node 0 is under more pressure than node 1;
+    with no restricted kind, no node is."""
+    dev = np.array([[1000] * 2, [1000] * 2])
+    devs = Devices(dev, np.array([10 ** 6] * 2), np.array([10 ** 12] * 2), [[None] * 2] * 2)
+
+    def mix(allowed):
+        return Mix(cpu=np.zeros(2, dtype=np.int64), memory=np.zeros(2, dtype=np.int64), milli=np.array([1000, 1000]),
+                   count=np.array([1, 1]), fraction=np.array([False, False]), weight=np.array([0.5, 0.5]),
+                   allowed=np.array(allowed, dtype=bool))
+    s = FragIndex(mix([[True, True], [True, False]]), devs).scarcity()
+    assert s[0] > 0 > s[1]
+    assert FragIndex(mix([[True, True], [True, True]]), devs).scarcity().tolist() == pytest.approx([0.0, 0.0])
+
+
 def test_fragmentation_closed_form_matches_the_definition():
     rng = random.Random(7)
     for _ in range(30):
@@ -283,7 +298,8 @@ def test_fragmentation_closed_form_matches_the_definition():
                     continue
                 after = dev.copy()
                 after[i, s] -= need[i]
-                expect = fragmentation(mix, after, cpu - 1000, mem)[i] - idx.before[i] + idx.stranding(need, 1000)[i]
+                expect = fragmentation(mix, after, cpu - 1000, mem)[i] - idx.before[i] + idx.stranding(need, 1000)[i] \
+                    + need[i] * idx.scarcity()[i]
                 assert table[i, s] == pytest.approx(expect)
         # whole GPUs
         k = rng.randint(1, 3)
@@ -296,4 +312,4 @@ def test_fragmentation_closed_form_matches_the_definition():
             after = dev.copy()
             after[i, full[:k]] = 0
             assert w[i] == pytest.approx(fragmentation(mix, after, cpu - 2000, mem)[i] - idx.before[i]
-                                         + idx.stranding(1000 * k, 2000)[i])
+                                         + idx.stranding(1000 * k, 2000)[i] + 1000 * k * idx.scarcity()[i])
