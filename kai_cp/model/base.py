@@ -42,6 +42,7 @@ class ObjectiveTerm:
     name: str
     variables: list[cp_model.IntVar]
     coefficients: list[int]
+    level: int = 0                         # objective level it belongs to (0 = soft preferences)
 
 
 @dataclass(eq=False)
@@ -69,7 +70,8 @@ class ModelContext:
 
     def add_term(self, name: str, variables: list, coefficients: list[int]) -> None:
         if variables:
-            self.terms.append(ObjectiveTerm(name, list(variables), [int(c) for c in coefficients]))
+            self.terms.append(ObjectiveTerm(name, list(variables), [int(c) for c in coefficients],
+                                            max(self.levels.index, 0)))
 
     def hint(self, var: cp_model.IntVar, value: int) -> None:
         self.hints[var.index] = (var, int(value))

@@ -13,7 +13,7 @@ from kai_cp.model.gang import Gang
 from kai_cp.model.fragmentation import Fragmentation
 from kai_cp.model.gpu_sharing import GpuSharing
 from kai_cp.model.node_capacity import NodeCapacity
-from kai_cp.model.objective import SAFE_OBJECTIVE
+from kai_cp.model.objective import SAFE_OBJECTIVE, shrink_lowest
 from kai_cp.model.order import KaiOrder
 from kai_cp.model.pipeline import Pipelining
 from kai_cp.model.placement import Placement
@@ -49,6 +49,7 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
         ctx.levels.open_level()
         for concern in level:
             concern.contribute(ctx)
+    shrink_lowest(ctx.levels, ctx.terms)
     if ctx.levels.max_so_far > SAFE_OBJECTIVE:
         raise OverflowError(f"objective range {ctx.levels.max_so_far} is not exact in a double")
     _hint(ctx)

@@ -47,15 +47,23 @@ def _key(request) -> tuple:
 
 
 def class_deltas(state, free: np.ndarray, request) -> np.ndarray | None:
-    """Rise in fragmentation per node (best device for a shared-GPU pod), or None without a mix."""
+    """Rise in fragmentation per node (best device for a shared-GPU pod), or None without a mix.
+    Computed once per distinct request per cycle (candidates and this concern both ask; classes
+    of many jobs share requests)."""
     idx = frag_index(state, free)
     if idx is None:
         return None
-    if request.is_shared_gpu:
-        need = _need(idx, state, request)
-        table = idx.fraction(need, request.cpu, request.memory, _key(request))
-        return kai_slot_deltas(idx, table, need, device_spread(state))
-    return idx.whole(int(request.gpus), request.cpu, request.memory)
+    memo = state.__dict__.setdefault("_frag_deltas", {})
+    out = memo.get(request)
+    if out is None:
+        if request.is_shared_gpu:
+            need = _need(idx, state, request)
+            table = idx.fraction(need, request.cpu, request.memory, _key(request))
+            out = kai_slot_deltas(idx, table, need, device_spread(state))
+        else:
+            out = idx.whole(int(request.gpus), request.cpu, request.memory)
+        memo[request] = out
+    return out
 
 
 class Fragmentation:
@@ -84,6 +92,7 @@ class Fragmentation:
             # Only differences between a class's nodes matter (whether it is placed at all is
             # decided above this level): measured from its best node, most pairs get no term.
             best = delta[finite].min()
+            worst = 0
             for i, v in zip(pairs, delta.tolist()):
                 if not np.isfinite(v):
                     continue
@@ -91,7 +100,9 @@ class Fragmentation:
                 if w:
                     variables.append(ctx.x[i])
                     coeffs.append(w)
-                    span += abs(w) * int(ctx.pair_ub[i])
+                    worst = max(worst, abs(w))
+            # A class places at most its size: its range is that many pods at its worst node.
+            span += worst * min(ctx.classes[c].size, int(ctx.pair_ub[pairs].sum()))
         scale = ctx.levels.scale
         ctx.add_term(self.name, variables, [w * scale for w in coeffs])
         ctx.levels.added(span * scale)

@@ -9,6 +9,7 @@ import numpy as np
 
 from kai_cp.fit import binpack_scores, spread_scores
 from kai_cp.model.base import ModelContext
+from kai_cp.model.objective import class_reach
 from kai_cp.pod_affinity import preferred_scores
 
 
@@ -39,4 +40,4 @@ class Placement:
                 coeff[sel] += np.rint(pref[ctx.pair_node[sel]] * 0.3).astype(np.int64)
         nz = np.nonzero(coeff > 0)[0]
         ctx.add_term(self.name, [ctx.x[i] for i in nz], (coeff[nz] * ctx.levels.scale).tolist())
-        ctx.levels.added(int((coeff * ctx.pair_ub).sum()) * ctx.levels.scale)
+        ctx.levels.added(class_reach(ctx.pair_class, ctx.pair_ub, ctx.classes, coeff) * ctx.levels.scale)

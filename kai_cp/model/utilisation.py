@@ -8,6 +8,7 @@ from ortools.sat.python import cp_model
 
 from kai_cp.jobs import queue_gpu_of_accepted
 from kai_cp.model.base import ModelContext
+from kai_cp.model.objective import class_reach
 
 
 class Utilisation:
@@ -23,7 +24,7 @@ class Utilisation:
         ctx.model.add(cp_model.LinearExpr.weighted_sum(ctx.x, gpus) >= greedy_gpus)
         scale = ctx.levels.scale
         ctx.add_term(self.name, ctx.x, [w * scale for w in per_pod])
-        ctx.levels.added(sum(w * int(u) for w, u in zip(per_pod, ctx.pair_ub.tolist())) * scale)
+        ctx.levels.added(class_reach(ctx.pair_class, ctx.pair_ub, ctx.classes, per_pod) * scale)
 
 
 def pair_centi_gpus(ctx: ModelContext) -> list[int]:
