@@ -31,7 +31,7 @@ def test_fixture_set_is_complete() -> None:
 def test_kai_gpu_sharing_scenario(path: Path, tmp_path: Path) -> None:
     scen = json.loads(path.read_text())
     if scen.get("unsupported"):
-        pytest.skip(f"the shared runner skips it too: needs {scen['unsupported']} (a snapshot cannot start pipelined)")
+        pytest.skip(reason=f"the shared runner skips it too: needs {scen['unsupported']} (a snapshot cannot start pipelined)")
     if path.stem in LEGACY_MIG_FLAG:
         # the test-only IsLegacyMigTask flag is not in the snapshot (see the module docstring)
         assert not any(k.startswith("nvidia.com/mig-") for t in scen["topology"]["Jobs"] for k in
