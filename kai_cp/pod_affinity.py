@@ -86,7 +86,7 @@ def affinity_key(spec, labels: dict[str, str], namespace: str) -> tuple:
 
 
 def preferred_scores(index: "PodAffinityIndex | None", task) -> np.ndarray | None:
-    key = task.predicate_key[3] if len(task.predicate_key) > 3 else ()
+    key = task.predicate_key[3]
     return index.preferred_scores(key) if index is not None and key else None
 
 
@@ -202,7 +202,7 @@ def _labels_of(task) -> dict[str, str]:
 def in_cycle_exclusion(index: PodAffinityIndex, task, placed: list) -> np.ndarray | None:
     """Nodes a task may not take because of pods placed earlier in this cycle (KAI's session sees
     them as running): its own anti-affinity against them, and theirs against it. None: no conflict."""
-    key = task.predicate_key[3] if len(task.predicate_key) > 3 else ()
+    key = task.predicate_key[3]
     labels = _labels_of(task)
     bad: np.ndarray | None = None
 
@@ -217,7 +217,7 @@ def in_cycle_exclusion(index: PodAffinityIndex, task, placed: list) -> np.ndarra
     for other, node in placed:
         if other is task:
             continue
-        okey = other.predicate_key[3] if len(other.predicate_key) > 3 else ()
+        okey = other.predicate_key[3]
         if key:
             for t in key[3]:
                 if t.selects(_labels_of(other), other.namespace, task.namespace):
@@ -230,5 +230,5 @@ def in_cycle_exclusion(index: PodAffinityIndex, task, placed: list) -> np.ndarra
 
 
 def carries_anti_affinity(task) -> bool:
-    key = task.predicate_key[3] if len(task.predicate_key) > 3 else ()
+    key = task.predicate_key[3]
     return bool(key and key[3])

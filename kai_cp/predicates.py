@@ -194,7 +194,7 @@ class PredicateCache:
             m = np.zeros(len(self.nodes), dtype=bool)
             for idx, rep in self.groups(key):
                 m[idx] = static_reason(key, rep) is None
-            if len(key) > 3 and key[3] and self.pod_index is not None:
+            if key[3] and self.pod_index is not None:
                 m &= self.pod_index.reasons(key[3]) == 0
             self._masks[key] = m
         return m
@@ -209,7 +209,7 @@ class PredicateCache:
                 reason = static_reason(key, rep)
                 if reason is not None:
                     codes[idx] = seen.setdefault(reason, len(seen))
-            if len(key) > 3 and key[3] and self.pod_index is not None:
+            if key[3] and self.pod_index is not None:
                 pod = self.pod_index.reasons(key[3])
                 for code, text in POD_AFFINITY_REASONS.items():
                     codes[(codes == -1) & (pod == code)] = seen.setdefault(text, len(seen))

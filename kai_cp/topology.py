@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kai_cp.jobs import ACTIVE_ALLOCATED
+
 ROOT = -1          # level index of the synthetic root domain (the whole topology)
 
 
@@ -214,6 +216,28 @@ def job_scopes(pg, podsets: dict, trees: dict[str, TopologyTree]) -> tuple[Scope
     if not any(s.constraint is not None for s in root.walk()):
         return None, []
     return root, []
+
+
+def pinned_domains(job, scope: Scope, c: Constraint, index: dict[str, int],
+                   placed: dict | None = None) -> np.ndarray | None:
+    """Required-level domains already hosting the scope's active pods (8.3): running ones, plus
+    those `placed` this cycle (task key -> placement); None when there are none. Pods on nodes
+    outside the topology do not pin it."""
+    if c.required is None:
+        return None
+    nodes: list[int] = []
+    for ps in scope.podsets:
+        for t in job.podsets[ps].tasks:
+            p = placed.get(t.key) if placed else None
+            if p is not None:
+                nodes.append(p.node)
+            elif t.status in ACTIVE_ALLOCATED and t.node in index:
+                nodes.append(index[t.node])
+    if not nodes:
+        return None
+    dom = c.tree.domain_of(c.required)[nodes]
+    inside = np.unique(dom[dom >= 0])
+    return inside if len(inside) else None
 
 
 def plain_scopes(podsets: dict) -> Scope:

@@ -11,10 +11,10 @@ from typing import Callable
 
 import numpy as np
 
-from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
+from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
-from kai_cp.topology import ROOT, Constraint, Scope, TopologyTree
+from kai_cp.topology import ROOT, Constraint, Scope, TopologyTree, pinned_domains
 
 MISSING_RESOURCE_RATIO = 1000.0
 _GPU_COL = 2
@@ -81,28 +81,10 @@ def allocatable_pods(free: np.ndarray, max_pod: np.ndarray, n_tasks: int) -> np.
     return np.maximum((np.maximum(free[:, need], 0) // max_pod[need]).min(axis=1), 0)
 
 
-def running_domains(job: JobInfo, scope: Scope, session: Session, c: Constraint, state: ClusterState) -> set[int] | None:
-    """Required-level domains already hosting the scope's active pods (8.3), None when there are none."""
-    if c.required is None:
-        return None
-    nodes: list[int] = []
-    for ps in scope.podsets:
-        for t in job.podsets[ps].tasks:
-            p = session.placements.get(t.key)
-            if p is not None:
-                nodes.append(p.node)
-            elif t.status in ACTIVE_ALLOCATED and t.node in state.table.index:
-                nodes.append(state.table.index[t.node])
-    if not nodes:
-        return None
-    dom = c.tree.domain_of(c.required)[nodes]
-    return {int(d) for d in dom if d >= 0} or None     # pods on nodes outside the topology do not pin it
-
-
 class DomainView:
     """Free capacity of one tree's domains, for one scope's tasks, at one moment of the session."""
 
-    def __init__(self, state: ClusterState, tree: TopologyTree, valid: np.ndarray, free: np.ndarray,
+    def __init__(self, tree: TopologyTree, valid: np.ndarray, free: np.ndarray,
                  demand: np.ndarray, max_pod: np.ndarray | None, n_tasks: int):
         self.tree, self.valid = tree, valid
         self.demand, self.n_tasks = demand, n_tasks
@@ -157,21 +139,21 @@ def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: S
     valid = mask & tree.member
     if c.source == "pod-affinity" and first_choice is not None:
         dom = tree.domain_of(0)
-        placed = running_domains(job, scope, session, c, state)
+        placed = pinned_domains(job, scope, c, state.table.index, session.placements)
         if placed is not None:            # the gang's pods already there are the ones to be near
-            valid = valid & np.isin(dom, list(placed))
+            valid = valid & np.isin(dom, placed)
         node = first_choice(tasks[0], valid)
         if node is None:
             return [], f"no node with label {tree.levels[0]} can take the first pod"
         return [NodeSet(valid & (dom == dom[node]), tree.domain_name(0, int(dom[node])), None)], None
     demand, max_pod = scope_demand(state, tasks)
-    view = DomainView(state, tree, valid, np.where(valid[:, None], session.free, 0), demand, max_pod, len(tasks))
+    view = DomainView(tree, valid, np.where(valid[:, None], session.free, 0), demand, max_pod, len(tasks))
     start_level, start = _start_domain(tree, valid, c.lowest)
     if not bool(view.fits(start_level)[start]):
         where = "the cluster" if start_level == ROOT else tree.domain_name(start_level, start)
         return [], _shortfall(view, c, start_level, np.array([start]), f"not enough resources in {where} to allocate the job")
     rank = _sorted_tree_ranks(view, tree, start_level, c.lowest)
-    allowed = running_domains(job, scope, session, c, state)
+    allowed = pinned_domains(job, scope, c, state.table.index, session.placements)
     sets: list[NodeSet] = []
     for level in range(c.lowest, c.highest - 1, -1):
         if level < start_level:
@@ -180,7 +162,7 @@ def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: S
         if start_level != ROOT:
             ok &= tree.ancestors(level, start_level) == start
         if allowed is not None:
-            ok &= np.isin(tree.ancestors(level, c.required), list(allowed))
+            ok &= np.isin(tree.ancestors(level, c.required), allowed)
         cands = np.nonzero(ok)[0]
         dom = tree.domain_of(level)
         for d in cands[np.argsort(rank[level][cands], kind="stable")].tolist():

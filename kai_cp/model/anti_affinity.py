@@ -14,7 +14,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from kai_cp.model.base import ModelContext
-from kai_cp.pod_affinity import _labels_of
+from kai_cp.pod_affinity import _labels_of, carries_anti_affinity
 
 
 class AntiAffinity:
@@ -22,8 +22,7 @@ class AntiAffinity:
 
     def contribute(self, ctx: ModelContext) -> None:
         index = ctx.state.predicates.pod_index
-        carriers = [c for c in ctx.classes if len(c.tasks[0].predicate_key) > 3
-                    and c.tasks[0].predicate_key[3] and c.tasks[0].predicate_key[3][3]]
+        carriers = [c for c in ctx.classes if carries_anti_affinity(c.tasks[0])]
         if not carriers or index is None or len(ctx.pair_class) == 0:
             return
         m = ctx.model

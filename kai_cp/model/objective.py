@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 SAFE_OBJECTIVE = 2 ** 52      # keep every objective value exact in a double
 
 
@@ -76,8 +78,6 @@ def class_reach(pair_class, pair_ub, classes, weights) -> int:
     summed bounds, if smaller) times its largest absolute weight. Summing weight x bound over every
     candidate pair instead counts each pod once per candidate node and overflows exact doubles on
     1,000-node models."""
-    import numpy as np
-
     w = np.abs(np.asarray(weights, dtype=np.int64))
     if len(w) == 0:
         return 0

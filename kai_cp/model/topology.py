@@ -23,24 +23,12 @@ from __future__ import annotations
 import numpy as np
 from ortools.sat.python import cp_model
 
-from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo
+from kai_cp.jobs import JobInfo
 from kai_cp.model.base import ModelContext
 from kai_cp.state import ClusterState
-from kai_cp.topology import Constraint, Scope
+from kai_cp.topology import Constraint, Scope, pinned_domains
 
 MOVE_COST = 15      # stability (20) plus binpack (<= 10) per pod moved, for half the scope's pods
-
-
-def _running_domains(state: ClusterState, job: JobInfo, scope: Scope, c: Constraint) -> np.ndarray | None:
-    if c.required is None:
-        return None
-    nodes = [state.table.index[t.node] for ps in scope.podsets for t in job.podsets[ps].tasks
-             if t.status in ACTIVE_ALLOCATED and t.node in state.table.index]
-    if not nodes:
-        return None
-    dom = c.tree.domain_of(c.required)[nodes]
-    inside = np.unique(dom[dom >= 0])
-    return inside if len(inside) else None       # pods on nodes outside the topology do not pin it
 
 
 def scopes_of(job: JobInfo, podset: str) -> list[Scope]:
@@ -57,7 +45,7 @@ def allowed_nodes(state: ClusterState, job: JobInfo, podset: str) -> np.ndarray 
     for s in scopes:
         c = s.constraint
         ok &= c.tree.member
-        running = _running_domains(state, job, s, c)
+        running = pinned_domains(job, s, c, state.table.index)
         if running is not None:
             ok &= np.isin(c.tree.domain_of(c.required), running)
     return ok
@@ -93,7 +81,7 @@ class Topology:
             need = _scope_need(job, scope)
             cap = np.zeros(c.tree.count(c.required), dtype=np.int64)
             np.add.at(cap, np.maximum(dom, 0), np.where(dom >= 0, ctx.pair_ub[pairs], 0))
-            running = _running_domains(ctx.state, job, scope, c)
+            running = pinned_domains(job, scope, c, ctx.state.table.index)
             ok = (dom >= 0) & (cap[np.maximum(dom, 0)] >= max(need, 1))
             if running is not None:
                 ok &= np.isin(dom, running)
