@@ -247,7 +247,7 @@ def relaxed_bound(state, greedy, keep: bool, seconds: float = 2.0) -> dict[str, 
 
 
 def gpu_bound(doc: dict[str, Any], keep: bool, seconds: float, workers: int) -> dict[str, Any]:
-    from kai_cp.greedy import run_allocate
+    from kai_cp.actions.allocate import run_allocate
     from kai_cp.model.build import CONSTRAINTS, build_model
     from kai_cp.model.solve import solve
     state = fresh_state(doc)
@@ -269,7 +269,7 @@ def gpu_bound(doc: dict[str, Any], keep: bool, seconds: float, workers: int) -> 
 # --------------------------------------------------------------------------------------------
 
 def run_seed(nodes: int, seed: int, args: argparse.Namespace) -> SeedRun:
-    from kai_cp.greedy import run_allocate
+    from kai_cp.actions.allocate import run_allocate
     doc, ratio = scenario(nodes, seed, args)
     state = fresh_state(doc)
     free, demand, pods, jobs, trivial = cluster_facts(state)

@@ -24,7 +24,7 @@ import bench_fragmentation as bf  # noqa: E402  (bench/ is a folder of scripts)
 from ortools.sat.python import cp_model  # noqa: E402
 
 from kai_cp.cycle import pair_budget  # noqa: E402
-from kai_cp.greedy import run_allocate  # noqa: E402
+from kai_cp.actions.allocate import run_allocate  # noqa: E402
 from kai_cp.model.build import build_model  # noqa: E402
 
 COMMON: dict[str, Any] = dict(random_seed=0, cp_model_probing_level=0, symmetry_level=0)

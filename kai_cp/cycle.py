@@ -11,7 +11,7 @@ from typing import Any
 
 from kai_cp.gcpause import gc_paused
 from kai_cp.gpu_sharing import gpu_fraction
-from kai_cp.greedy import GreedyResult, run_allocate
+from kai_cp.actions.allocate import GreedyResult, run_allocate
 from kai_cp.reasons import unschedulable
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -65,6 +65,11 @@ class CycleResult:
                  "gpuGroups": list(p.gpu_groups)}
                 for p in sorted(self.session.placements.values(), key=lambda p: p.task.key) if p.pipelined]
 
+    def evictions(self) -> list[dict]:
+        return [{"pod": e.task.key, "podGroup": e.task.job, "action": e.action, "forPodGroup": e.for_job,
+                 "node": self.state.nodes[e.node].name, "message": e.message}
+                for e in sorted(self.session.evictions.values(), key=lambda e: e.task.key)]
+
     def to_json(self) -> dict:
         with gc_paused():
             return self._to_json()
@@ -81,7 +86,7 @@ class CycleResult:
                           for q in sorted(self.state.queues.values(), key=lambda q: q.name)},
             "binds": self.binds(),
             "pipelined": self.pipelined(),
-            "evictions": [],
+            "evictions": self.evictions(),
             "unschedulable": unschedulable(self.state, self.greedy, self.session, self.engine),
             "warnings": [w.to_json() for w in self.state.warnings],
         }

@@ -162,6 +162,24 @@ class SharedLedger:
         cap = int(self.capacity[n])
         self.best[n] = max((d.free(cap) for d in devs.values()), default=-1)
 
+    def release(self, n: int, groups: tuple[str, ...], mem: int, sign: int) -> int:
+        """An evicted pod's memory starts (sign +1) or stops (-1) releasing on its devices. Returns
+        how many devices became (or stopped being) entirely releasing: each frees a whole GPU
+        for pipelined placements (7.3)."""
+        devs = self._writable(n)
+        whole = 0
+        for g in groups:
+            d = devs.get(g)
+            if d is None:
+                continue
+            before = d.used > 0 and d.allocated == d.releasing
+            d.releasing += sign * mem
+            after = d.used > 0 and d.allocated == d.releasing
+            whole += int(after) - int(before)
+        cap = int(self.capacity[n])
+        self.best[n] = max((d.free(cap) for d in devs.values()), default=-1)
+        return whole
+
     def fitting_count(self, n: int, mem: int) -> int:
         cap = int(self.capacity[n])
         return sum(1 for d in self.groups(n).values() if d.fits(mem, cap))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kai_cp.greedy import GreedyResult
+from kai_cp.actions.allocate import GreedyResult
 from kai_cp.jobs import ALIVE, GATED, JobInfo
 from kai_cp.session import Session
 from kai_cp.state import ClusterState

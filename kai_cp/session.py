@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 
 from kai_cp.gpu_sharing import SharedLedger, task_memory
-from kai_cp.jobs import ALLOCATED, PIPELINED, JobInfo, TaskInfo, queue_gpu_of_accepted
+from kai_cp.jobs import ALLOCATED, PIPELINED, RELEASING, JobInfo, TaskInfo, queue_gpu_of_accepted
 from kai_cp.state import ClusterState
 
 
@@ -29,6 +29,18 @@ class Placement:
 
 
 @dataclass
+class Eviction:
+    """A running pod an eviction action takes away (spec 6.2.5): it releases on its node."""
+    task: TaskInfo
+    node: int
+    action: str                                # consolidation | reclaim | preempt | stalegangeviction
+    for_job: str | None                        # the preemptor it makes room for
+    message: str                               # KAI's event text (spec 6.1, 6.6, 10.4)
+    vec: np.ndarray                            # what it frees on the node (a shared GPU it empties counts whole)
+    shared_mem: int = 0                        # its memory on each of its shared GPUs
+
+
+@dataclass
 class Session:
     state: ClusterState
     idle: np.ndarray
@@ -40,7 +52,8 @@ class Session:
     free: np.ndarray | None = None                                     # idle + releasing, kept in step
     touched: set[int] = field(default_factory=set)                     # nodes placed on since the checkpoint
     shared: SharedLedger | None = None                                 # shared GPUs per node (7.3)
-    _log: list[Placement] = field(default_factory=list)
+    evictions: dict[str, Eviction] = field(default_factory=dict)       # task key -> eviction
+    _log: list[Placement | Eviction] = field(default_factory=list)
 
     @classmethod
     def open(cls, state: ClusterState) -> "Session":
@@ -55,7 +68,7 @@ class Session:
     def status(self, task: TaskInfo) -> str:
         p = self.placements.get(task.key)
         if p is None:
-            return task.status
+            return RELEASING if task.key in self.evictions else task.status
         return PIPELINED if p.pipelined else ALLOCATED
 
     def active_allocated(self, job: JobInfo, podset: str) -> int:
@@ -106,6 +119,35 @@ class Session:
                 a["memory"] += mem
                 a["gpu"] += gpu
 
+    def evict(self, task: TaskInfo, action: str, for_job: str | None, message: str) -> Eviction:
+        """Evict a running pod of the snapshot: its resources become releasing on its node, its
+        queue loses them, its PodSet one active pod (KAI's statement Evict)."""
+        node = self.state.table.index[task.node]
+        vec = self.state.table.vector(task).copy()
+        mem = 0
+        if task.request.is_shared_gpu and task.gpu_groups:
+            mem = task_memory(task.request, self.state.nodes[node].gpu_memory)
+            vec[2] += self.shared.release(node, task.gpu_groups, mem, +1)
+        self.releasing[node] += vec
+        self.free[node] += vec
+        self.touched.add(node)
+        ev = Eviction(task, node, action, for_job, message, vec, mem)
+        self.evictions[task.key] = ev
+        self._log.append(ev)
+        k = (task.job, task.podset)
+        self.added[k] = self.added.get(k, 0) - 1
+        self._account(task, node, -1)
+        return ev
+
+    def _unevict(self, ev: Eviction) -> None:
+        if ev.shared_mem:
+            self.shared.release(ev.node, ev.task.gpu_groups, ev.shared_mem, -1)
+        self.releasing[ev.node] -= ev.vec
+        self.free[ev.node] -= ev.vec
+        del self.evictions[ev.task.key]
+        self.added[(ev.task.job, ev.task.podset)] += 1
+        self._account(ev.task, ev.node, +1)
+
     def checkpoint(self) -> int:
         self.touched = set()
         return len(self._log)
@@ -113,6 +155,9 @@ class Session:
     def rollback(self, cp: int) -> None:
         while len(self._log) > cp:
             p = self._log.pop()
+            if isinstance(p, Eviction):
+                self._unevict(p)
+                continue
             vec = p.vec
             if p.gpu_groups:
                 self.shared.apply(p.node, p.gpu_groups,

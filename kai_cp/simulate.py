@@ -4,17 +4,43 @@ Pending, evicted pods return to Pending (or stay Releasing one cycle if their jo
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 from kai_cp.cycle import CycleResult, CycleSettings, run_cycle
-from kai_cp.gpu_sharing import group_labels
+from kai_cp.gpu_sharing import GROUP_LABEL, group_labels
 from kai_cp.loader import LoadedSnapshot, dump_snapshot
 from kai_cp.state import POD_GROUP_ANNOTATION, build_cluster_state
 from models import PodStatus
 
 
-def apply_decisions(loaded: LoadedSnapshot, result: CycleResult) -> None:
-    pods = {f"{p.metadata.namespace or 'default'}/{p.metadata.name}": p for p in loaded.snapshot.raw_objects.pods}
+def apply_decisions(loaded: LoadedSnapshot, result: CycleResult, gone: set[str] = frozenset()) -> set[str]:
+    """Apply one cycle's decisions; returns the pods now terminating that leave before the next
+    cycle's decisions are applied (`gone` are those of the previous cycle: removed now)."""
+    raw = loaded.snapshot.raw_objects
+    if gone:
+        raw.pods = [p for p in raw.pods if f"{p.metadata.namespace or 'default'}/{p.metadata.name}" not in gone]
+    pods = {f"{p.metadata.namespace or 'default'}/{p.metadata.name}": p for p in raw.pods}
+    deleted_groups = {(g.metadata.namespace or "default", g.metadata.name) for g in raw.pod_groups
+                      if g.metadata.deletion_timestamp is not None}
+    terminating: set[str] = set()
+    for ev in result.session.evictions.values():
+        pod = pods.get(ev.task.key)
+        if pod is None:
+            continue
+        if (ev.task.namespace, ev.task.job) in deleted_groups:
+            pod.metadata.deletion_timestamp = pod.metadata.deletion_timestamp or _now()
+            terminating.add(ev.task.key)
+            continue
+        # The controller recreates it: a new pending pod of the same job, with no node or GPU group.
+        pod.spec.node_name = None
+        pod.metadata.deletion_timestamp = None
+        labels = {k: v for k, v in (pod.metadata.labels or {}).items() if not k.startswith(GROUP_LABEL)}
+        pod.metadata.labels = labels
+        if pod.status is None:
+            pod.status = PodStatus(phase="Pending")
+        else:
+            pod.status.phase = "Pending"
     for placement in result.session.placements.values():
         if placement.pipelined:
             continue
@@ -28,6 +54,11 @@ def apply_decisions(loaded: LoadedSnapshot, result: CycleResult) -> None:
             pod.status = PodStatus(phase="Running")
         else:
             pod.status.phase = "Running"
+    return terminating
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(microsecond=0)
 
 
 def _pod_status(pod, pipelined: dict[str, str]) -> tuple[str, str | None]:
@@ -67,11 +98,12 @@ def simulate(loaded: LoadedSnapshot, cycles: int, settings: CycleSettings) -> tu
     """Returns (RESULT.json document, final snapshot document)."""
     outputs: list[dict[str, Any]] = []
     pipelined: dict[str, str] = {}
+    gone: set[str] = set()
     for _ in range(cycles):
         state = build_cluster_state(loaded)
         result = run_cycle(state, settings)
         outputs.append(result.to_json())
-        apply_decisions(loaded, result)
+        gone = apply_decisions(loaded, result, gone)
         pipelined = {p["pod"]: p["node"] for p in outputs[-1]["pipelined"]}
     return ({"pods": pods_report(loaded, pipelined), "cycles": outputs},
             dump_snapshot(loaded.snapshot, loaded.raw_invalid))

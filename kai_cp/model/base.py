@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 from ortools.sat.python import cp_model
 
-from kai_cp.greedy import GreedyResult
+from kai_cp.actions.allocate import GreedyResult
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.model.objective import Levels
 from kai_cp.state import ClusterState

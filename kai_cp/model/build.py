@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from kai_cp.greedy import GreedyResult
+from kai_cp.actions.allocate import GreedyResult
 from kai_cp.model.anti_affinity import AntiAffinity
 from kai_cp.model.base import Concern, ModelContext
 from kai_cp.model.compaction import compact

@@ -14,7 +14,7 @@ import numpy as np
 
 from kai_cp.capacity import room
 from kai_cp.gpu_sharing import SharedLedger, shared_bound
-from kai_cp.greedy import GreedyResult
+from kai_cp.actions.allocate import GreedyResult
 from kai_cp.mig import types_of
 from kai_cp.model.fragmentation import class_deltas
 from kai_cp.model.base import PodClass

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kai_cp.greedy import GreedyResult
+from kai_cp.actions.allocate import GreedyResult
 from kai_cp.model.base import PodClass
 from kai_cp.model.topology import allowed_nodes
 from kai_cp.pod_affinity import carries_anti_affinity

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kai_cp.greedy import should_pipeline
+from kai_cp.actions.allocate import should_pipeline
 from kai_cp.model.base import ModelContext
 from kai_cp.model.gpu_sharing import place_shared_chunk
 from kai_cp.session import Session
