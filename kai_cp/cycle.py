@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from kai_cp.actions.pipeline import EVICTING, run_evictions
+from kai_cp.actions.preemptors import ActionOutcome
 from kai_cp.gcpause import gc_paused
 from kai_cp.gpu_sharing import gpu_fraction
 from kai_cp.actions.allocate import GreedyResult, run_allocate
@@ -51,6 +53,7 @@ class CycleResult:
     settings: CycleSettings
     stats: dict[str, Any] = field(default_factory=dict)
     solver_log: str = ""
+    actions: dict[str, ActionOutcome] = field(default_factory=dict)    # eviction actions' outcomes
 
     def binds(self) -> list[dict]:
         out = []
@@ -120,28 +123,30 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         from kai_cp.model.decode import decode
         from kai_cp.model.solve import solve
     t0 = time.perf_counter()
+    now = time.time()
     greedy = run_allocate(state)
     t_greedy = time.perf_counter() - t0
     stats: dict[str, Any] = {"greedySeconds": round(t_greedy, 6)}
     if settings.engine == "greedy" or not state.config.may_allocate:
-        return CycleResult(state, greedy.session, greedy, "greedy" if settings.engine == "greedy" else "cp-sat",
-                           "GREEDY" if settings.engine == "greedy" else "OPTIMAL", None, None,
-                           time.perf_counter() - t0, settings, stats)
+        return _evict(CycleResult(state, greedy.session, greedy, "greedy" if settings.engine == "greedy" else "cp-sat",
+                                  "GREEDY" if settings.engine == "greedy" else "OPTIMAL", None, None,
+                                  time.perf_counter() - t0, settings, stats), now, t0)
     t1 = time.perf_counter()
     try:
         ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit))
     except OverflowError as e:   # objective range not exact in a double: keep greedy's decisions
         stats["fallbackReason"] = str(e)
-        return CycleResult(state, greedy.session, greedy, "greedy", "FALLBACK", None, None,
-                           time.perf_counter() - t0, settings, stats)
+        return _evict(CycleResult(state, greedy.session, greedy, "greedy", "FALLBACK", None, None,
+                                  time.perf_counter() - t0, settings, stats), now, t0)
     t_build = time.perf_counter() - t1
     greedy_objective = ctx.hinted_objective()
     proto = ctx.model.proto
     stats.update(buildSeconds=round(t_build, 6), variables=len(proto.variables), constraints=len(proto.constraints),
                  podClasses=len(ctx.classes), greedyObjective=greedy_objective)
     if not ctx.x:
-        return CycleResult(state, greedy.session, greedy, "cp-sat", "OPTIMAL", float(greedy_objective),
-                           float(greedy_objective), time.perf_counter() - t0, settings, {**stats, "solveSeconds": 0.0})
+        return _evict(CycleResult(state, greedy.session, greedy, "cp-sat", "OPTIMAL", float(greedy_objective),
+                                  float(greedy_objective), time.perf_counter() - t0, settings,
+                                  {**stats, "solveSeconds": 0.0}), now, t0)
     # Keep back what decoding will take (it replays every placement), so the cycle ends in time.
     reserve = DECODE_RESERVE + DECODE_SECONDS_PER_POD * len(greedy.session.placements)
     budget = settings.time_limit - (time.perf_counter() - t0) - reserve
@@ -150,8 +155,19 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     stats["solveSeconds"] = round(outcome.wall_seconds, 6)
     stats["solverStatus"] = outcome.status
     if outcome.counts is None or outcome.objective is None or outcome.objective < greedy_objective:
-        return CycleResult(state, greedy.session, greedy, "greedy", "FALLBACK", float(greedy_objective),
-                           outcome.bound, time.perf_counter() - t0, settings, stats, outcome.log)
+        return _evict(CycleResult(state, greedy.session, greedy, "greedy", "FALLBACK", float(greedy_objective),
+                                  outcome.bound, time.perf_counter() - t0, settings, stats, outcome.log), now, t0)
     session = decode(ctx, outcome.counts)
-    return CycleResult(state, session, greedy, "cp-sat", outcome.status, outcome.objective, outcome.bound,
-                       time.perf_counter() - t0, settings, stats, outcome.log)
+    return _evict(CycleResult(state, session, greedy, "cp-sat", outcome.status, outcome.objective, outcome.bound,
+                              time.perf_counter() - t0, settings, stats, outcome.log), now, t0)
+
+
+def _evict(result: CycleResult, now: float, t0: float) -> CycleResult:
+    """KAI's eviction actions after the allocation (2.1), on the session the allocation left."""
+    if not any(a in EVICTING for a in result.state.config.actions):
+        return result
+    t = time.perf_counter()
+    result.actions = run_evictions(result.state, result.session, now)
+    result.stats["evictSeconds"] = round(time.perf_counter() - t, 6)
+    result.wall_seconds = time.perf_counter() - t0
+    return result

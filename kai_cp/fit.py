@@ -50,9 +50,12 @@ class Fitter:
     only shrinks, so no other node can become a fit.
     """
 
-    def __init__(self, state: ClusterState, session: Session):
+    def __init__(self, state: ClusterState, session: Session, growing: bool = False):
         self.state = state
         self.session = session
+        # Eviction actions free capacity as they go: no node may be ruled out by the snapshot's
+        # free capacity, only by its static predicates.
+        self.growing = growing
         t = state.table
         self.alloc = t.allocatable
         self.gpu_capacity = np.array([n.gpu_count or n.capacity.get("gpu", 0) for n in state.nodes], dtype=np.int64)
@@ -87,7 +90,7 @@ class Fitter:
         sub = self._subsets.get(key)
         if sub is None:
             ok = self.state.predicates.mask(task.predicate_key) & self.types.mask(task.request)
-            if not best_effort:
+            if not best_effort and not self.growing:
                 need = vec > 0
                 ok = ok & np.all(self.state.table.free[:, need] >= vec[need], axis=1)
             sub = self._subsets[key] = np.nonzero(ok)[0]
@@ -173,7 +176,7 @@ class Fitter:
             # Free capacity only shrinks in this action, except what the current attempt may roll
             # back: nodes that fit nothing now (and were not touched by it) are dropped for good.
             keep = fits if not s.touched else fits | np.isin(sub, np.fromiter(s.touched, dtype=np.int64))
-            if not keep.all():
+            if not keep.all() and not self.growing:
                 self._subsets[key] = sub[keep]
         sub, fits_idle = sub[fits], fits_idle[fits]
         # Same order as sorting by KAI's total score: +100 fitting on idle, +10 CPU-only task on a

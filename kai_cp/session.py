@@ -41,6 +41,13 @@ class Eviction:
 
 
 @dataclass
+class _Cancel:
+    """Log entry of Session.cancel_move: rolled back, the move is restored."""
+    placement: Placement
+    eviction: Eviction
+
+
+@dataclass
 class Session:
     state: ClusterState
     idle: np.ndarray
@@ -53,7 +60,8 @@ class Session:
     touched: set[int] = field(default_factory=set)                     # nodes placed on since the checkpoint
     shared: SharedLedger | None = None                                 # shared GPUs per node (7.3)
     evictions: dict[str, Eviction] = field(default_factory=dict)       # task key -> eviction
-    _log: list[Placement | Eviction] = field(default_factory=list)
+    pipeline_only: bool = False                                        # every placement is a pipeline op
+    _log: list[Placement | Eviction | _Cancel] = field(default_factory=list)
 
     @classmethod
     def open(cls, state: ClusterState) -> "Session":
@@ -86,8 +94,14 @@ class Session:
         if new_groups:
             vec = vec.copy()
             vec[2] += new_groups          # each newly opened shared GPU leaves the whole-GPU pool once
-        # A pipelined task consumes releasing capacity first, then idle (spec 1.5).
-        from_rel = np.minimum(vec, np.maximum(self.releasing[node], 0)) if pipelined else np.zeros_like(vec)
+        if self.pipeline_only:
+            # KAI's pipeline operation (1.5): Releasing -= res, Idle untouched, even when the
+            # task would fit on idle (an eviction scenario's simulation, 6.2.4).
+            pipelined, from_rel = True, vec
+        else:
+            # A pipelined task consumes releasing capacity first, then idle, so that a later
+            # bind never counts on capacity a pipelined task was promised.
+            from_rel = np.minimum(vec, np.maximum(self.releasing[node], 0)) if pipelined else np.zeros_like(vec)
         self.releasing[node] -= from_rel
         self.idle[node] -= vec - from_rel
         self.free[node] -= vec
@@ -96,11 +110,14 @@ class Session:
         if gpu_groups:
             self.shared.apply(node, p.gpu_groups, task_memory(task.request, self.state.nodes[node].gpu_memory),
                               pipelined, +1)
-        self.placements[task.key] = p
         self._log.append(p)
-        k = (task.job, task.podset)
+        self._enter(p)
+
+    def _enter(self, p: Placement) -> None:
+        self.placements[p.task.key] = p
+        k = (p.task.job, p.task.podset)
         self.added[k] = self.added.get(k, 0) + 1
-        self._account(task, node, +1)
+        self._account(p.task, p.node, +1)
 
     def _account(self, task: TaskInfo, node: int, sign: int) -> None:
         job = self.state.jobs[task.job]
@@ -128,16 +145,21 @@ class Session:
         if task.request.is_shared_gpu and task.gpu_groups:
             mem = task_memory(task.request, self.state.nodes[node].gpu_memory)
             vec[2] += self.shared.release(node, task.gpu_groups, mem, +1)
-        self.releasing[node] += vec
-        self.free[node] += vec
-        self.touched.add(node)
         ev = Eviction(task, node, action, for_job, message, vec, mem)
-        self.evictions[task.key] = ev
         self._log.append(ev)
-        k = (task.job, task.podset)
-        self.added[k] = self.added.get(k, 0) - 1
-        self._account(task, node, -1)
+        self._reevict(ev, shared=False)
         return ev
+
+    def _reevict(self, ev: Eviction, shared: bool = True) -> None:
+        if shared and ev.shared_mem:
+            self.shared.release(ev.node, ev.task.gpu_groups, ev.shared_mem, +1)
+        self.releasing[ev.node] += ev.vec
+        self.free[ev.node] += ev.vec
+        self.touched.add(ev.node)
+        self.evictions[ev.task.key] = ev
+        k = (ev.task.job, ev.task.podset)
+        self.added[k] = self.added.get(k, 0) - 1
+        self._account(ev.task, ev.node, -1)
 
     def _unevict(self, ev: Eviction) -> None:
         if ev.shared_mem:
@@ -148,6 +170,34 @@ class Session:
         self.added[(ev.task.job, ev.task.podset)] += 1
         self._account(ev.task, ev.node, +1)
 
+    def cancel_move(self, task: TaskInfo) -> None:
+        """A victim the simulation re-placed on its own node is no victim (6.2.4): undo both its
+        eviction and its placement, which together left the node as it was."""
+        c = _Cancel(self.placements[task.key], self.evictions[task.key])
+        self._log.append(c)
+        self._unplace(c.placement)
+        self._unevict(c.eviction)
+
+    def _replace_placement(self, p: Placement) -> None:
+        self.releasing[p.node] -= p.from_releasing
+        self.idle[p.node] -= p.vec - p.from_releasing
+        self.free[p.node] -= p.vec
+        if p.gpu_groups:
+            self.shared.apply(p.node, p.gpu_groups, task_memory(p.task.request, self.state.nodes[p.node].gpu_memory),
+                              p.ledger_pipelined, +1)
+        self._enter(p)
+
+    def _unplace(self, p: Placement) -> None:
+        if p.gpu_groups:
+            self.shared.apply(p.node, p.gpu_groups, task_memory(p.task.request, self.state.nodes[p.node].gpu_memory),
+                              p.ledger_pipelined, -1)
+        self.releasing[p.node] += p.from_releasing
+        self.idle[p.node] += p.vec - p.from_releasing
+        self.free[p.node] += p.vec
+        del self.placements[p.task.key]
+        self.added[(p.task.job, p.task.podset)] -= 1
+        self._account(p.task, p.node, -1)
+
     def checkpoint(self) -> int:
         self.touched = set()
         return len(self._log)
@@ -157,17 +207,11 @@ class Session:
             p = self._log.pop()
             if isinstance(p, Eviction):
                 self._unevict(p)
-                continue
-            vec = p.vec
-            if p.gpu_groups:
-                self.shared.apply(p.node, p.gpu_groups,
-                                  task_memory(p.task.request, self.state.nodes[p.node].gpu_memory), p.ledger_pipelined, -1)
-            self.releasing[p.node] += p.from_releasing
-            self.idle[p.node] += vec - p.from_releasing
-            self.free[p.node] += vec
-            del self.placements[p.task.key]
-            self.added[(p.task.job, p.task.podset)] -= 1
-            self._account(p.task, p.node, -1)
+            elif isinstance(p, _Cancel):
+                self._reevict(p.eviction)
+                self._replace_placement(p.placement)
+            else:
+                self._unplace(p)
 
     def convert_to_pipelined(self, job: JobInfo) -> None:
         """KAI's ConvertAllAllocatedToPipelined: the whole job waits for releasing resources (5.6)."""

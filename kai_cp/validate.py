@@ -54,16 +54,20 @@ def violations(state: ClusterState, session: Session) -> list[str]:
         load[p.node] += vec
         if not state.predicates.mask(p.task.predicate_key)[p.node] and not p.task.request.best_effort:
             out.append(f"{p.task.key} placed on {state.nodes[p.node].name}, which fails its predicates")
-    over = load > table.free
+    free = table.free.copy()
+    for e in session.evictions.values():
+        free[e.node] += e.vec
+    over = load > free
     for n, r in zip(*np.nonzero(over)):
-        out.append(f"node {state.nodes[n].name}: {table.resources[r]} placed {load[n, r]} > free {table.free[n, r]}")
+        out.append(f"node {state.nodes[n].name}: {table.resources[r]} placed {load[n, r]} > free {free[n, r]}")
     out += shared_gpu_violations(state, session)
     # Gangs.
     placed_jobs = {p.task.job for p in session.placements.values()}
     for name in placed_jobs:
         job = state.jobs[name]
         for ps in job.podsets.values():
-            n = ps.count(ACTIVE_ALLOCATED) + sum(1 for t in ps.tasks if t.key in session.placements)
+            n = (ps.count(ACTIVE_ALLOCATED) + sum(1 for t in ps.tasks if t.key in session.placements)
+                 - sum(1 for t in ps.tasks if t.key in session.evictions))
             if n < ps.min_available:
                 out.append(f"job {name} podset {ps.name}: {n} pods < minMember {ps.min_available}")
     # Topology: every constrained scope's active pods inside one domain of its required level.
@@ -82,6 +86,15 @@ def violations(state: ClusterState, session: Session) -> list[str]:
                 added.setdefault(q.name, dict.fromkeys(RESOURCES, Fraction(0)))[r] += vec[r]
                 if not job.preemptible:
                     added_np.setdefault(q.name, dict.fromkeys(RESOURCES, Fraction(0)))[r] += vec[r]
+    for e in session.evictions.values():
+        job = state.jobs[e.task.job]
+        vec = session.queue_vector(e.task, e.node)
+        for q in state.queue_path(job.queue):
+            for r in RESOURCES:
+                added.setdefault(q.name, dict.fromkeys(RESOURCES, Fraction(0)))[r] -= vec[r]
+                if not job.preemptible:
+                    added_np.setdefault(q.name, dict.fromkeys(RESOURCES, Fraction(0)))[r] -= vec[r]
+    out += eviction_violations(state, session)
     for qname, add in added.items():
         q = state.queues[qname]
         for r in RESOURCES:
@@ -92,6 +105,38 @@ def violations(state: ClusterState, session: Session) -> list[str]:
         for r in RESOURCES:
             if add[r] > 0 and q.deserved[r] != -1 and q.allocated_np[r] + add[r] > max(q.deserved[r], q.allocated_np[r]):
                 out.append(f"queue {qname}: non-preemptible {r} {q.allocated_np[r] + add[r]} over quota {q.deserved[r]}")
+    return out
+
+
+def eviction_violations(state: ClusterState, session: Session) -> list[str]:
+    """Spec 6.8: who may lose pods to which action, and gangs lose pods whole or only above their
+    minimum (stale gangs excepted: they are evicted because they are below it)."""
+    out: list[str] = []
+    for e in session.evictions.values():
+        t, victim = e.task, state.jobs[e.task.job]
+        if t.status not in ACTIVE_ALLOCATED or t.node is None:
+            out.append(f"{t.key} evicted by {e.action} but it is not running")
+        if e.action == "stalegangeviction":
+            continue
+        pre = state.jobs.get(e.for_job) if e.for_job else None
+        if not victim.preemptible:
+            out.append(f"{t.key}: non-preemptible job {victim.name} lost a pod to {e.action}")
+        if pre is None:
+            out.append(f"{t.key}: evicted by {e.action} for no preemptor")
+            continue
+        if e.action == "preempt" and (victim.queue != pre.queue or victim.priority >= pre.priority):
+            out.append(f"{t.key}: preempted by {pre.name} but not a lower-priority job of its queue")
+        if e.action == "reclaim" and victim.queue == pre.queue:
+            out.append(f"{t.key}: reclaimed by {pre.name} of the same queue")
+        if e.action == "consolidation" and t.key not in session.placements:
+            out.append(f"{t.key}: consolidation evicted it without re-placing it")
+    for name in {e.task.job for e in session.evictions.values() if e.action != "stalegangeviction"}:
+        job = state.jobs[name]
+        for ps in job.podsets.values():
+            left = sum(1 for t in ps.tasks if t.status in ACTIVE_ALLOCATED and t.node is not None
+                       and (t.key not in session.evictions or t.key in session.placements))
+            if 0 < left < ps.min_available:
+                out.append(f"job {name} podset {ps.name}: eviction left {left} pods < minMember {ps.min_available}")
     return out
 
 
@@ -110,6 +155,10 @@ def shared_gpu_violations(state: ClusterState, session: Session) -> list[str]:
         for g, d in n.gpu_groups.items():
             if d.used > 0:
                 mem[(n.index, g)] = d.allocated - d.releasing   # what stays; pipelined pods may use the rest
+                for key in d.tasks:
+                    e = session.evictions.get(key)
+                    if e is not None:
+                        mem[(n.index, g)] -= e.shared_mem
                 if g in group_node and group_node[g] != n.index:
                     out.append(f"GPU group {g} is on two nodes")
                 group_node[g] = n.index
@@ -134,8 +183,11 @@ def shared_gpu_violations(state: ClusterState, session: Session) -> list[str]:
         if g not in state.nodes[n].gpu_groups:
             new_devices[n] = new_devices.get(n, 0) + 1
         in_use[n] = in_use.get(n, 0) + 1
+    freed = np.zeros(len(state.nodes), dtype=np.int64)
+    for e in session.evictions.values():
+        freed[e.node] += e.vec[2]
     for n in set(new_devices) | set(np.nonzero(whole)[0].tolist()):
-        free = int(table.free[n, 2])
+        free = int(table.free[n, 2] + freed[n])
         if whole[n] + new_devices.get(n, 0) > free:
             out.append(f"node {state.nodes[n].name}: {whole[n]} whole GPUs and {new_devices.get(n, 0)} new shared GPUs "
                        f"placed, {free} GPUs free")

@@ -301,14 +301,18 @@ def fragmented_cluster() -> dict[str, Any]:
 def test_cpsat_repacks_what_kai_greedy_strands() -> None:
     """The improvement over KAI: KAI's greedy binpack puts j1 (1 GPU) on the fuller node n-a
     (2 free -> 1), so j2 (2 GPUs) must take n-b (3 free -> 1) and j3 (2 GPUs) finds 1 free GPU on
-    each node: KAI places 3 GPUs and strands 2. The CP-SAT model keeps every job KAI started
-    (j1, j2) but moves j1 to n-b, which leaves 2 free GPUs on each node for j2 and j3: 5 GPUs,
-    all three jobs. kai-cp thus places strictly more than KAI on the same snapshot."""
+    each node: KAI's allocate binds 3 GPUs and strands 2, and its consolidation then evicts the
+    running busy-b to move it onto n-a so that j3 can wait (pipelined) for n-b. The CP-SAT model
+    keeps every job KAI started (j1, j2) but moves j1 to n-b, which leaves 2 free GPUs on each
+    node for j2 and j3: all three bound now, and no running pod disturbed."""
     doc = fragmented_cluster()
     greedy = cycle(doc, "greedy").to_json()
-    assert placed(greedy) == {"default/j1-0": "n-a", "default/j2-0": "n-b"}, "KAI's binpack choice changed"
-    assert gpus_placed(doc, greedy) == 3
-    assert "j3" in {u["podGroup"] for u in greedy["unschedulable"]}
+    assert {b["pod"]: b["node"] for b in greedy["binds"]} == {"default/j1-0": "n-a", "default/j2-0": "n-b"}, \
+        "KAI's binpack choice changed"
+    assert gpus_placed(doc, {**greedy, "pipelined": []}) == 3
+    assert [(e["pod"], e["action"], e["forPodGroup"]) for e in greedy["evictions"]] == \
+        [("default/busy-b-0", "consolidation", "j3")]
+    assert {p["pod"]: p["node"] for p in greedy["pipelined"]} == {"default/busy-b-0": "n-a", "default/j3-0": "n-b"}
 
     res = cycle(doc, "cp-sat")
     out = res.to_json()
@@ -316,7 +320,8 @@ def test_cpsat_repacks_what_kai_greedy_strands() -> None:
     got = placed(out)
     assert got["default/j1-0"] == "n-b"
     assert sorted([got["default/j2-0"], got["default/j3-0"]]) == ["n-a", "n-b"]
-    assert gpus_placed(doc, out) == 5 > gpus_placed(doc, greedy)
+    assert gpus_placed(doc, out) == 5 > gpus_placed(doc, {**greedy, "pipelined": []})
+    assert out["evictions"] == [] and out["pipelined"] == []
     assert out["cycle"]["objective"] > out["cycle"]["greedyObjective"]
     assert res.greedy.started_jobs == {"j1", "j2"}
     assert all(u["podGroup"] != "j3" for u in out["unschedulable"])

@@ -78,10 +78,10 @@ def gang_message(job: JobInfo, task: TaskInfo, placed_in_podset: int, session: S
 
 
 class Allocator:
-    def __init__(self, state: ClusterState, session: Session):
+    def __init__(self, state: ClusterState, session: Session, growing: bool = False):
         self.state = state
         self.session = session
-        self.fitter = Fitter(state, session)
+        self.fitter = Fitter(state, session, growing)
         # In-cycle anti-affinity can only involve pods this cycle places: pending ones.
         self.anti = any(carries_anti_affinity(t) for t in state.tasks if t.status == PENDING)
 
@@ -107,22 +107,29 @@ class Allocator:
         return f"node does not have enough capacity. Reason: {fail.reason}, Details: {fail.message}"
 
     def attempt(self, job: JobInfo, outcome: JobOutcome) -> bool:
-        s = self.session
-        tasks = tasks_to_allocate(job, s)
+        tasks = tasks_to_allocate(job, self.session)
         if not tasks:
             return False
+        return self.attempt_tasks(job, tasks, outcome)
+
+    def attempt_tasks(self, job: JobInfo, tasks: list[TaskInfo], outcome: JobOutcome,
+                      mask: np.ndarray | None = None, pipeline_only: bool = False) -> bool:
+        """One allocation attempt of these tasks as a gang (5.2); `mask` = the nodes it may use
+        (an eviction scenario's feasible nodes), `pipeline_only`: every placement is pipelined
+        (eviction actions never bind, 6.2.4)."""
+        s = self.session
         req = request_vector(tasks, gpu_memory_as_gpus=False)
         fail = capacity.check(job, req, self.state.queue_path(job.queue), s.allocated, s.allocated_np)
         if fail is not None:
             outcome.errors.append((fail.reason, fail.message))
             return False
         cp = s.checkpoint()
-        placed = (self._place_tasks(job, tasks, outcome) if job.scope is None
-                  else self._place_scope(job, job.scope, tasks, None, None, outcome))
+        placed = (self._place_tasks(job, tasks, outcome, mask) if job.scope is None
+                  else self._place_scope(job, job.scope, tasks, mask, None, outcome))
         if not placed:
             s.rollback(cp)
             return False
-        if should_pipeline(job, s):
+        if pipeline_only or should_pipeline(job, s):
             s.convert_to_pipelined(job)
         return True
 

@@ -1,0 +1,62 @@
+"""KAI's preempt action (spec 6.5): inside one queue, a pending job evicts preemptible jobs of
+strictly lower priority. The preemptor may be non-preemptible if its queue's non-preemptible
+quota allows it; queue limits apply through the per-task capacity check of the simulation."""
+
+from __future__ import annotations
+
+from kai_cp import capacity
+from kai_cp.actions.preemptors import ActionOutcome, pending_jobs, run_action
+from kai_cp.actions.victims import Solution, Victim, active_tasks
+from kai_cp.jobs import JobInfo, TaskInfo
+from kai_cp.ordering import request_vector, tasks_to_allocate
+from kai_cp.session import Session
+from kai_cp.state import ClusterState
+
+ACTION = "preempt"
+
+
+class PreemptPolicy:
+    action = ACTION
+
+    def __init__(self, state: ClusterState, session: Session, guard):
+        self.state, self.session, self.guard = state, session, guard
+
+    def eligible(self, job: JobInfo) -> str | None:
+        if job.preemptible:
+            return None
+        req = request_vector(tasks_to_allocate(job, self.session))
+        # 3.6, preempt pre-check: the non-preemptible quota only (a preemptible twin of the job
+        # never fails it, so check it as a non-preemptible job with no limits).
+        for q in self.state.queue_path(job.queue):
+            anp = self.session.allocated_np[q.name]
+            for r in ("cpu", "memory", "gpu"):
+                d = q.deserved[r]
+                if d != -1 and req[r] > 0 and d < anp[r] + req[r]:
+                    return (f"preempt: non-preemptible workload would exceed the quota of queue {q.label} in "
+                            f"{r} ({capacity.human(anp[r] + req[r], r)} of {capacity.human(d, r)})")
+        return None
+
+    def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
+        out = []
+        for j in self.state.jobs.values():
+            if j.queue != preemptor.queue or not j.preemptible or j.priority >= preemptor.priority or j is preemptor:
+                continue
+            tasks = active_tasks(j, self.session)
+            if tasks and self.guard.may_lose(j, ACTION, preemptor.queue):
+                out.append(Victim(j, tasks))
+        return out
+
+    def message(self, victim: TaskInfo, preemptor: JobInfo) -> str:
+        return f"Pod {victim.key} was preempted by higher priority workload {preemptor.namespace}/{preemptor.name}"
+
+    def validate(self, preemptor: JobInfo, tasks: list[TaskInfo], solution: Solution) -> str | None:
+        return self.guard.elastic_ok(solution.victims, ACTION, preemptor.queue)
+
+    def failure(self, preemptor: JobInfo) -> str:
+        return (f"preempt: evicting preemptible jobs of lower priority than {preemptor.priority} in queue "
+                f"{self.state.queues[preemptor.queue].label} would not make room for it")
+
+
+def run_preempt(state: ClusterState, session: Session, guard) -> ActionOutcome:
+    policy = PreemptPolicy(state, session, guard)
+    return run_action(state, session, policy, policy.eligible, pending_jobs(state, session), per_queue_signatures=True)

@@ -1,0 +1,119 @@
+"""The outer loop every eviction action shares (spec 4.1, 6.1, 6.2.6): pending jobs in queue and
+job order, each given one solver attempt, skipping jobs not easier than one of the same shape
+that already failed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kai_cp.actions.allocate import within_queue_depth
+from kai_cp.actions.victims import JobSolver, Policy, Solution
+from kai_cp.jobs import JobInfo
+from kai_cp.ordering import JobQueue
+from kai_cp.session import Session
+from kai_cp.state import ClusterState
+
+
+@dataclass
+class ActionOutcome:
+    action: str
+    solved: dict[str, Solution] = field(default_factory=dict)        # preemptor -> its victims
+    failed: dict[str, str] = field(default_factory=dict)             # preemptor -> why no eviction helped
+    attempts: int = 0
+    skipped: int = 0
+
+
+def signature(job: JobInfo) -> tuple:
+    """Jobs of the same shape (6.2.6): per PodSet its topology constraints and, per pending pod,
+    its scheduling constraints (selectors, affinity, tolerations: the predicate key) and priority."""
+    out = [repr(job.topology_constraint), job.priority]
+    for name, ps in job.podsets.items():
+        out.append((name, tuple(sorted({repr(t.predicate_key) for t in ps.pending}))))
+    return tuple(out)
+
+
+def _requests(job: JobInfo, session: Session) -> list[tuple]:
+    return sorted((t.request.gpu_quota, t.request.cpu, t.request.memory)
+                  for ps in job.podsets.values() for t in ps.pending if t.key not in session.placements)
+
+
+def _le(a: tuple, b: tuple) -> bool:
+    return all(x <= y for x, y in zip(a, b))
+
+
+def easier(new: list[tuple], rep: list[tuple]) -> bool:
+    """KAI's minimal-job comparison: fewer pending pods or a strictly smaller sorted request."""
+    if not new or not rep:
+        return False
+    if len(rep) > len(new):
+        return True
+    for i in range(len(new)):
+        if i >= len(rep):
+            return False
+        if _le(new[i], rep[i]):
+            if _le(rep[i], new[i]):
+                continue
+            return True
+    return False
+
+
+class Representatives:
+    """The smallest failed job per signature, per queue (reclaim, preempt) or global (consolidation)."""
+
+    def __init__(self, per_queue: bool):
+        self.per_queue = per_queue
+        self.reps: dict[tuple, list[tuple]] = {}
+
+    def _key(self, job: JobInfo) -> tuple:
+        return (job.queue if self.per_queue else None, signature(job))
+
+    def skip(self, job: JobInfo, session: Session) -> bool:
+        rep = self.reps.get(self._key(job))
+        return rep is not None and not easier(_requests(job, session), rep)
+
+    def failed(self, job: JobInfo, session: Session) -> None:
+        k = self._key(job)
+        new = _requests(job, session)
+        rep = self.reps.get(k)
+        if rep is None or (new and rep and len(new) <= len(rep) and all(_le(a, b) for a, b in zip(new, rep))):
+            self.reps[k] = new
+
+
+def run_action(state: ClusterState, session: Session, policy: Policy, eligible: Callable[[JobInfo], str | None],
+               jobs: list[JobInfo], per_queue_signatures: bool) -> ActionOutcome:
+    """One eviction action. `eligible(job)` says why a popped job may not be a preemptor now
+    (None: it may), evaluated against the session as it is when the job's turn comes."""
+    out = ActionOutcome(policy.action)
+    jobs = within_queue_depth(jobs, state.config.queue_depth_per_action.get(policy.action), session)
+    if not jobs:
+        return out
+    solver = JobSolver(state, session, policy)
+    reps = Representatives(per_queue_signatures)
+    queue = JobQueue(session, jobs)
+    while queue:
+        job = queue.pop()
+        if job is None:
+            break
+        if state.config.use_scheduling_signatures and reps.skip(job, session):
+            out.skipped += 1
+            continue
+        why = eligible(job)
+        if why is not None:
+            out.failed[job.name] = why
+            continue
+        out.attempts += 1
+        solution = solver.solve(job)
+        if solution is None:
+            out.failed[job.name] = policy.failure(job)
+            reps.failed(job, session)
+            continue
+        out.solved[job.name] = solution
+    return out
+
+
+def pending_jobs(state: ClusterState, session: Session) -> list[JobInfo]:
+    """4.1: ready jobs with a pending pod not yet placed in this cycle, in an existing leaf queue."""
+    return [j for j in state.schedulable_jobs()
+            if any(t.key not in session.placements for ps in j.podsets.values() for t in ps.pending)]
+

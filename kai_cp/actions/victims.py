@@ -1,0 +1,339 @@
+"""KAI's job solver (spec 6.2), shared by consolidation, reclaim and preempt: for one pending job
+(the preemptor) grow a set of running victims, in victim order, until a scenario places the
+preemptor's next gang step on the freed capacity and the action's validator accepts it.
+
+Each action gives the victims it may take (`Policy.victim_jobs`), the eviction message, and the
+validator; everything else (victim order, scenarios, simulation, un-evicting victims the
+simulation leaves in place) is common, as in KAI.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from kai_cp.actions.allocate import Allocator, JobOutcome
+from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
+from kai_cp.ordering import JobQueue, QueueView, job_order_key, queue_less, tasks_to_allocate
+from kai_cp.queues import RESOURCES
+from kai_cp.session import Session
+from kai_cp.state import ClusterState
+
+
+@dataclass
+class Victim:
+    """A victim job restricted to the tasks that may still be chosen from it (task order)."""
+    job: JobInfo
+    tasks: list[TaskInfo]
+
+
+@dataclass
+class Scenario:
+    recorded: list[TaskInfo]                      # victims of the previous partial solution
+    potential: list[TaskInfo] = field(default_factory=list)
+    latest: list[TaskInfo] = field(default_factory=list)    # the last victim tasks added
+
+
+@dataclass
+class Solution:
+    evicted: list[TaskInfo]                       # really evicted (Releasing)
+    moved: list[TaskInfo]                         # evicted and pipelined elsewhere
+
+    @property
+    def victims(self) -> list[TaskInfo]:
+        return self.evicted + self.moved
+
+
+class Policy(Protocol):
+    """What one eviction action decides; the solver does the rest."""
+    action: str
+
+    def victim_jobs(self, preemptor: JobInfo) -> list[Victim]: ...
+
+    def message(self, victim: TaskInfo, preemptor: JobInfo) -> str: ...
+
+    def validate(self, preemptor: JobInfo, tasks: list[TaskInfo], solution: Solution) -> str | None: ...
+
+    def failure(self, preemptor: JobInfo) -> str: ...
+
+
+def active_tasks(job: JobInfo, session: Session) -> list[TaskInfo]:
+    """Tasks of the snapshot still running (not evicted) in this cycle, in task order."""
+    return sorted((t for t in job.tasks if t.node is not None and t.status in ACTIVE_ALLOCATED
+                   and t.key not in session.evictions and t.key not in session.placements),
+                  key=lambda t: t.order_key)
+
+
+def tasks_to_evict(v: Victim) -> list[TaskInfo]:
+    """An elastic PodSet above its minimum gives one pod (the last in task order); otherwise the
+    whole remaining gang goes (6.2.3). PodSets are scanned in reverse order."""
+    by_ps: dict[str, list[TaskInfo]] = {}
+    for t in v.tasks:
+        by_ps.setdefault(t.podset, []).append(t)
+    for name in reversed(list(v.job.podsets)):
+        ts = by_ps.get(name)
+        if ts and len(ts) > v.job.podsets[name].min_available:
+            return [ts[-1]]
+    return list(v.tasks)
+
+
+class _Reversed:
+    """Inverts a key for heapq: the largest job key (last in job order) pops first."""
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple):
+        self.key = key
+
+    def __lt__(self, other: "_Reversed") -> bool:
+        return other.key < self.key
+
+
+class VictimQueue:
+    """Victims in KAI's victim order (3.8): the queue tree with every comparison negated, each
+    queue's allocation less what was already taken from it; reverse job order inside a leaf."""
+
+    def __init__(self, session: Session, victims: list[Victim]):
+        self.session = session
+        state = session.state
+        self.views = {q.name: QueueView(q, state.total) for q in state.queues.values()}
+        self.children = {q.name: sorted(q.children, key=lambda c: state.queues[c].creation)
+                         for q in state.queues.values()}
+        self.roots = sorted((q.name for q in state.queues.values() if q.parent is None),
+                            key=lambda n: state.queues[n].creation)
+        self.heaps: dict[str, list] = {}
+        self.taken: dict[str, list[float]] = {}
+        self._seq = 0
+        for v in victims:
+            self.push(v)
+
+    def push(self, v: Victim) -> None:
+        self._seq += 1
+        heapq.heappush(self.heaps.setdefault(v.job.queue, []),
+                       (_Reversed(job_order_key(v.job, self.session)), self._seq, v))
+
+    def __bool__(self) -> bool:
+        return any(self.heaps.values())
+
+    def _vector(self, tasks: list[TaskInfo]) -> list[float]:
+        out = [0.0, 0.0, 0.0]
+        for t in tasks:
+            q = self.session.queue_vector(t, self.session.state.table.index[t.node])
+            for i, r in enumerate(RESOURCES):
+                out[i] += float(q[r])
+        return out
+
+    def _head(self, queue: str) -> Victim | None:
+        kids = self.children[queue]
+        if not kids:
+            heap = self.heaps.get(queue)
+            return heap[0][2] if heap else None
+        best = self._pick(kids)
+        return None if best is None else self._head(best)
+
+    def _pick(self, names: list[str]) -> str | None:
+        best = best_a = best_req = None
+        for name in names:
+            head = self._head(name)
+            if head is None:
+                continue
+            a = [float(self.session.allocated[name][r]) for r in RESOURCES]
+            taken = self.taken.get(name, [0.0, 0.0, 0.0])
+            nxt = self._vector(head.tasks)
+            req = [-(x + y) for x, y in zip(taken, nxt)]
+            if best is None or not queue_less(self.views[best], best_a, best_req, self.views[name], a, req):
+                best, best_a, best_req = name, a, req
+        return best
+
+    def pop(self) -> Victim | None:
+        name = self._pick(self.roots)
+        while name is not None and self.children[name]:
+            name = self._pick(self.children[name])
+        if name is None:
+            return None
+        v = heapq.heappop(self.heaps[name])[2]
+        return v
+
+    def took(self, tasks: list[TaskInfo]) -> None:
+        if not tasks:
+            return
+        vec = self._vector(tasks)
+        for q in self.session.state.queue_path(tasks[0].job and self.session.state.jobs[tasks[0].job].queue):
+            cur = self.taken.setdefault(q.name, [0.0, 0.0, 0.0])
+            for i in range(3):
+                cur[i] += vec[i]
+
+
+class JobSolver:
+    def __init__(self, state: ClusterState, session: Session, policy: Policy):
+        self.state = state
+        self.session = session
+        self.policy = policy
+        self.alloc = Allocator(state, session, growing=True)
+        self.nodes = state.table.index
+
+    # -- 6.2.2 --------------------------------------------------------------------------
+    def solve(self, preemptor: JobInfo) -> Solution | None:
+        """Victims for the preemptor's next gang step; on success the session holds the
+        evictions and the pipelined placements (the committed statement)."""
+        s = self.session
+        tasks = tasks_to_allocate(preemptor, s)
+        if not tasks:
+            return None
+        recorded: list[TaskInfo] = []
+        start = s.checkpoint()
+        for k in range(1, len(tasks) + 1):
+            cp = s.checkpoint()
+            solution = self._solve_partial(preemptor, tasks[:k], recorded)
+            if solution is None:
+                s.rollback(start)
+                return None
+            if k < len(tasks):
+                s.rollback(cp)
+            recorded = solution.victims
+        return solution
+
+    # -- 6.2.3 --------------------------------------------------------------------------
+    def _solve_partial(self, preemptor: JobInfo, tasks: list[TaskInfo], recorded: list[TaskInfo]) -> Solution | None:
+        vq = VictimQueue(self.session, self.policy.victim_jobs(preemptor))
+        rec = {t.key for t in recorded}
+        sc = Scenario(recorded)
+        base_free = self._feasible_base(tasks)
+        if self._passes_filters(tasks, sc, base_free):
+            r = self._try(preemptor, tasks, sc, base_free)
+            if r is not None:
+                return r
+        while vq:
+            v = vq.pop()
+            cand = tasks_to_evict(v)
+            if any(t.key in rec for t in cand):
+                rest = [t for t in v.tasks if t.key not in rec]
+                if rest:
+                    vq.push(Victim(v.job, rest))
+                continue
+            if len(cand) < len(v.tasks):
+                vq.push(Victim(v.job, [t for t in v.tasks if t not in cand]))
+            vq.took(cand)
+            sc.potential += cand
+            sc.latest = cand
+            if not self._passes_filters(tasks, sc, base_free):
+                continue
+            r = self._try(preemptor, tasks, sc, base_free)
+            if r is not None:
+                return r
+        return None
+
+    def _feasible_base(self, tasks: list[TaskInfo]) -> np.ndarray:
+        """6.2.1: all nodes for a CPU-only step, else nodes with idle or releasing GPU capacity."""
+        s = self.session
+        if any(not t.request.needs_gpu for t in tasks):
+            return np.ones(len(self.state.nodes), dtype=bool)
+        return (s.free[:, 2] > 0) | (s.shared.best > 0)
+
+    def _passes_filters(self, tasks: list[TaskInfo], sc: Scenario, base: np.ndarray) -> bool:
+        """Pure pruning (6.2.3 (c), as necessary conditions only): the step's whole GPUs must fit
+        in what is free on feasible nodes plus what the scenario's victims would free."""
+        need = [t.request.gpus for t in tasks if t.request.gpus > 0 and not t.request.is_shared_gpu]
+        if not need:
+            return True
+        s = self.session
+        free = np.where(base, s.free[:, 2], 0).astype(np.int64)
+        for t in sc.recorded + sc.potential:
+            n = self.nodes[t.node]
+            if t.key not in s.evictions:
+                free[n] += self.state.table.vector(t)[2]
+        return int(free.sum()) >= sum(need) and int(free.max(initial=0)) >= max(need)
+
+    # -- 6.2.4 --------------------------------------------------------------------------
+    def _try(self, preemptor: JobInfo, tasks: list[TaskInfo], sc: Scenario, base: np.ndarray) -> Solution | None:
+        s = self.session
+        cp = s.checkpoint()
+        self._evict(sc.recorded, preemptor)
+        feasible = base.copy()
+        for t in sc.recorded:
+            feasible[self.nodes[t.node]] = True
+        if not sc.latest:
+            if sc.recorded:
+                r = self._simulate(preemptor, tasks, sc.recorded, feasible)
+                if r is not None:
+                    return r
+            s.rollback(cp)
+            return None
+        seen: list[str] = []
+        for t in sc.latest:
+            if t.node not in seen:
+                seen.append(t.node)
+        for node in seen:
+            cp2 = s.checkpoint()
+            jobs_here = {t.job for t in sc.potential if t.node == node}
+            batch = [t for t in sc.potential if t.job in jobs_here]
+            self._evict(batch, preemptor)
+            f = feasible.copy()
+            for t in batch:
+                f[self.nodes[t.node]] = True
+            r = self._simulate(preemptor, tasks, sc.recorded + batch, f)
+            if r is not None:
+                return r
+            s.rollback(cp2)
+        s.rollback(cp)
+        return None
+
+    def _evict(self, tasks: list[TaskInfo], preemptor: JobInfo) -> None:
+        for t in tasks:
+            if t.key not in self.session.evictions:
+                self.session.evict(t, self.policy.action, preemptor.name, self.policy.message(t, preemptor))
+
+    def _simulate(self, preemptor: JobInfo, tasks: list[TaskInfo], victims: list[TaskInfo],
+                  feasible: np.ndarray) -> Solution | None:
+        s = self.session
+        cp = s.checkpoint()
+        victim_jobs: dict[str, list[TaskInfo]] = {}
+        for t in victims:
+            victim_jobs.setdefault(t.job, []).append(t)
+        order = JobQueue(s, [preemptor] + [self.state.jobs[j] for j in victim_jobs if j != preemptor.name])
+        s.pipeline_only = True
+        try:
+            while order:
+                job = order.pop()
+                if job is None:
+                    break
+                if job is not preemptor:
+                    self._replace(job, victim_jobs[job.name], feasible)
+                elif not self.alloc.attempt_tasks(job, tasks, JobOutcome(job.name, 0), feasible, pipeline_only=True):
+                    s.rollback(cp)
+                    return None
+        finally:
+            s.pipeline_only = False
+        evicted, moved = [], []
+        for t in victims:
+            p = s.placements.get(t.key)
+            if p is None:
+                evicted.append(t)
+            elif self.state.nodes[p.node].name == t.node:
+                s.cancel_move(t)
+            else:
+                moved.append(t)
+        solution = Solution(evicted, moved)
+        if self.policy.validate(preemptor, tasks, solution) is not None:
+            s.rollback(cp)
+            return None
+        return solution
+
+    def _replace(self, job: JobInfo, evicted: list[TaskInfo], feasible: np.ndarray) -> None:
+        """Try to put a victim job's evicted pods back (pipelined); a gang keeps them only if
+        every PodSet stays at its minimum."""
+        s = self.session
+        cp = s.checkpoint()
+        for t in sorted(evicted, key=lambda t: t.order_key):
+            if isinstance(self.alloc._place(job, t, None, feasible), str):
+                break
+        if any(s.active_allocated(job, ps.name) < ps.min_available for ps in job.podsets.values()
+               if any(t.podset == ps.name for t in evicted)):
+            s.rollback(cp)
+            return
+        for t in evicted:
+            p = s.placements.get(t.key)
+            if p is not None:
+                p.pipelined = True
