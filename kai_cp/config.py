@@ -11,11 +11,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Mapping
 
+from models.duration import duration_seconds
+
 DEFAULT_ACTIONS: tuple[str, ...] = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
 KNOWN_ACTIONS = frozenset(DEFAULT_ACTIONS)
 DEFAULT_SCHEDULER_NAME = "kai-scheduler"
 DEFAULT_NODE_POOL_LABEL = "kai.scheduler/node-pool"
 NS_PER_SECOND = 1_000_000_000
+RECLAIM_RESOLVE_METHODS = ("lca", "queue")
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,15 @@ class SchedulerConfig:
     stale_grace_period_seconds: float = 60.0
     detailed_fit_errors: bool = False
     plugins: tuple[str, ...] = ()
+    default_preempt_min_runtime: Fraction = Fraction(0)   # minruntime `defaultPreemptMinRuntime`, seconds
+    default_reclaim_min_runtime: Fraction = Fraction(0)   # minruntime `defaultReclaimMinRuntime`, seconds
+    reclaim_resolve_method: str = "lca"                   # minruntime `reclaimResolveMethod`: lca | queue
+
+    @property
+    def min_runtime_enabled(self) -> bool:
+        """KAI applies min-runtime protection only when the minruntime plugin is configured; a
+        config without tiers means KAI's built-in fallback, which lists it (spec 2.3)."""
+        return "minruntime" in self.plugins or not self.plugins
 
     @property
     def may_allocate(self) -> bool:
@@ -53,6 +65,30 @@ def _parse_fraction(value: Any, default: Fraction) -> Fraction:
         return Fraction(str(value).strip())
     except (ValueError, ZeroDivisionError):
         return default
+
+
+def _parse_min_runtime(args: Mapping[str, str], key: str, rd: "_Reader") -> Fraction:
+    """A minruntime default as exact seconds; absent, invalid or negative is 0s (spec 2.4)."""
+    raw = args.get(key)
+    if raw is None:
+        return Fraction(0)
+    try:
+        value = duration_seconds(raw.strip())
+    except ValueError:
+        rd.warn(f"config.tiers.plugins[minruntime].arguments.{key}", f"invalid duration {raw!r}; using 0s")
+        return Fraction(0)
+    return max(Fraction(0), value)
+
+
+def _resolve_method(args: Mapping[str, str], rd: "_Reader") -> str:
+    """`reclaimResolveMethod`: anything but `lca`/`queue` falls back to `lca`, as in KAI."""
+    raw = args.get("reclaimResolveMethod", "")
+    if raw in RECLAIM_RESOLVE_METHODS:
+        return raw
+    if raw:
+        rd.warn("config.tiers.plugins[minruntime].arguments.reclaimResolveMethod",
+                f"unknown method {raw!r} (expected lca or queue); using lca")
+    return "lca"
 
 
 def parse_actions(raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -120,6 +156,7 @@ def parse_config(config: Mapping[str, Any] | None, params: Mapping[str, Any] | N
     proportion = plugin_args.get("proportion", {})
     k_value = max(Fraction(0), _parse_fraction(proportion.get("kValue", "1"), Fraction(1)))
     multiplier = _parse_fraction(proportion.get("relcaimerSaturationMultiplier", "1"), Fraction(1))
+    minruntime = plugin_args.get("minruntime", {})
     depth = rd.get(config, "queueDepthPerAction", Mapping, {}, "config.queueDepthPerAction")
     kwargs: dict[str, Any] = dict(
         actions=actions,
@@ -130,6 +167,9 @@ def parse_config(config: Mapping[str, Any] | None, params: Mapping[str, Any] | N
         reclaimer_saturation_multiplier=max(Fraction(1), multiplier),
         queue_depth_per_action={str(k): v for k, v in depth.items() if isinstance(v, int) and not isinstance(v, bool)},
         plugins=plugins,
+        default_preempt_min_runtime=_parse_min_runtime(minruntime, "defaultPreemptMinRuntime", rd),
+        default_reclaim_min_runtime=_parse_min_runtime(minruntime, "defaultReclaimMinRuntime", rd),
+        reclaim_resolve_method=_resolve_method(minruntime, rd),
     )
     if isinstance(params, Mapping):
         # omitempty semantics: what is absent is false / zero (spec 9.2).

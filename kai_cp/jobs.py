@@ -94,6 +94,7 @@ class JobInfo:
     topology_constraint: object = None
     pod_group: object = None
     scope: object = None                                   # kai_cp.topology.Scope when topology-constrained
+    last_start: float | None = None                        # kai.scheduler/last-start-timestamp, epoch seconds (6.7)
 
     @property
     def tasks(self) -> list[TaskInfo]:

@@ -12,6 +12,7 @@ from typing import Iterable
 
 from kai_cp.errors import ObjectWarning
 from kai_cp.jobs import ts_key
+from models.duration import duration_seconds
 
 RESOURCES = ("cpu", "memory", "gpu")
 UNLIMITED = Fraction(-1)
@@ -38,6 +39,8 @@ class QueueInfo:
     allocated_np: dict[str, Fraction] = field(default_factory=zero_vec)
     request: dict[str, Fraction] = field(default_factory=zero_vec)
     fair_share: dict[str, Fraction] = field(default_factory=zero_vec)
+    preempt_min_runtime: Fraction | None = None   # spec.preemptMinRuntime in seconds; None = unset (6.7)
+    reclaim_min_runtime: Fraction | None = None   # spec.reclaimMinRuntime in seconds; None = unset (6.7)
 
     @property
     def is_leaf(self) -> bool:
@@ -65,6 +68,11 @@ def _resource(spec_resources, r: str) -> tuple[Fraction, Fraction, Fraction]:
     return val(res.quota), val(res.limit), Fraction(str(res.over_quota_weight)) if res.over_quota_weight is not None else Fraction(0)
 
 
+def _seconds(duration: str | None) -> Fraction | None:
+    """A queue's min-runtime; the model already refused malformed durations, so this parses."""
+    return None if duration is None else duration_seconds(duration)
+
+
 def build_queues(queue_objs: Iterable, full_hierarchy_fairness: bool) -> tuple[dict[str, QueueInfo], list[ObjectWarning]]:
     """Queues by name with children filled in; orphans (and their subtrees) dropped with a warning."""
     warnings: list[ObjectWarning] = []
@@ -83,6 +91,8 @@ def build_queues(queue_objs: Iterable, full_hierarchy_fairness: bool) -> tuple[d
             priority=int(priority),
             creation=(ts_key(q.metadata.creation_timestamp), name),
             deserved=deserved, limit=limit, weight=weight,
+            preempt_min_runtime=_seconds(spec.preempt_min_runtime if spec else None),
+            reclaim_min_runtime=_seconds(spec.reclaim_min_runtime if spec else None),
         )
     if not full_hierarchy_fairness:
         queues = _flatten(queues)

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from fractions import Fraction
 from typing import Iterable
+
+from pydantic import TypeAdapter, ValidationError
+
+from models import Time
 
 from kai_cp.config import SchedulerConfig, parse_config
 from kai_cp.errors import ObjectWarning
@@ -31,11 +36,13 @@ from kai_cp.pod_affinity import ExistingPod, PodAffinityIndex, anti_terms
 from kai_cp.topology import TopologyTree, add_constraint, affinity_constraint, build_trees, job_scopes, plain_scopes
 
 POD_GROUP_ANNOTATION = "pod-group-name"
+LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
 GPU_GROUP_LABEL = "runai-gpu-group"
 UTILITY_APPS = ("kai-resource-reservation", "scaling-pod")
 DEFAULT_JOB_PRIORITY = 50
+_TIME = TypeAdapter(Time)          # RFC 3339 as the models parse metav1.Time
 
 
 @dataclass
@@ -160,8 +167,25 @@ def _podsets(pg) -> tuple[dict[str, PodSet], list[str]]:
     return podsets, problems
 
 
+def _last_start(pg) -> tuple[float | None, str | None]:
+    """The job's last start (min-runtime protection, spec 6.7) and a problem with the annotation.
+
+    KAI treats an unreadable or zero time as "never started": the job is then not protected,
+    which is what a bad value gives here too, with a warning so the user can fix it."""
+    raw = (pg.metadata.annotations or {}).get(LAST_START_ANNOTATION)
+    if raw is None:
+        return None, None
+    try:
+        t = _TIME.validate_python(raw)
+    except ValidationError:
+        return None, f"invalid RFC 3339 time {raw!r}; the job is not protected by min-runtime"
+    if t.replace(tzinfo=None) == datetime.min:
+        return None, None          # Go's zero time: unset
+    return t.timestamp(), None
+
+
 def _make_job(pg, queues: dict[str, QueueInfo], prio: dict[str, int], default_prio: int,
-              trees: dict[str, TopologyTree]) -> JobInfo:
+              trees: dict[str, TopologyTree], warnings: list[ObjectWarning]) -> JobInfo:
     spec = pg.spec
     queue = (spec.queue or "") if spec is not None else ""
     pc_name = spec.priority_class_name if spec is not None else None
@@ -173,6 +197,10 @@ def _make_job(pg, queues: dict[str, QueueInfo], prio: dict[str, int], default_pr
                   queue=queue, priority=priority, preemptible=preemptible,
                   creation=ts_key(pg.metadata.creation_timestamp), podsets=podsets, problems=problems,
                   topology_constraint=spec.topology_constraint if spec is not None else None, pod_group=pg)
+    job.last_start, bad_start = _last_start(pg)
+    if bad_start:
+        warnings.append(ObjectWarning(f"PodGroup/{job.namespace}/{job.name}",
+                                      f"metadata.annotations.{LAST_START_ANNOTATION}", bad_start))
     if not problems:
         job.scope, topo_errors = job_scopes(pg, podsets, trees)
         job.problems += topo_errors
@@ -219,7 +247,7 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
             warnings.append(ObjectWarning(f"PodGroup/{pg.metadata.namespace}/{pg.metadata.name}", "metadata.name",
                                           "another PodGroup has the same name; KAI keys jobs by name, this one is ignored"))
             continue
-        jobs[pg.metadata.name] = _make_job(pg, queues, prio, default_prio, trees)
+        jobs[pg.metadata.name] = _make_job(pg, queues, prio, default_prio, trees, warnings)
     for job in jobs.values():
         for p in job.problems:
             field_name = ("spec.topologyConstraint" if "topolog" in p.lower() else
