@@ -17,8 +17,10 @@ from kai_cp.session import Session
 
 
 
-def tasks_to_allocate(job: JobInfo, session: Session) -> list[TaskInfo]:
-    """Missing members of every unsatisfied PodSet, or one more pod once the gang is satisfied (4.4)."""
+def tasks_to_allocate(job: JobInfo, session: Session, real: bool = True) -> list[TaskInfo]:
+    """Missing members of every unsatisfied PodSet, or one more pod once the gang is satisfied (4.4).
+    In an eviction scenario's simulation (`real=False`) the pods evicted in this session are
+    candidates too: that is how victims get re-placed."""
     def podset_key(ps):
         n = session.active_allocated(job, ps.name)
         below = n < ps.min_available
@@ -32,6 +34,9 @@ def tasks_to_allocate(job: JobInfo, session: Session) -> list[TaskInfo]:
         if limit == 0:
             break
         cands = [t for t in ps.pending if t.key not in session.placements]
+        if not real and session.evictions:
+            cands = sorted(cands + [t for t in ps.tasks if t.key in session.evictions and t.key not in session.placements],
+                           key=lambda t: t.order_key)
         if not cands:
             continue
         n = session.active_allocated(job, ps.name)
@@ -97,8 +102,11 @@ def _le(a: float, b: float) -> bool:
 
 
 def queue_less(l: QueueView, la: list[float], lreq: list[float],
-               r: QueueView, ra: list[float], rreq: list[float]) -> bool:
-    """True when queue l goes before r; `*a` allocated, `*req` the head job's init resources (3.8)."""
+               r: QueueView, ra: list[float], rreq: list[float],
+               lshift: list[float] | None = None, rshift: list[float] | None = None) -> bool:
+    """True when queue l goes before r; `*a` allocated, `*req` the head job's init resources (3.8).
+    `*shift` replaces `*req` in rule 5 only: victim ordering compares dominant shares net of the
+    victims taken (and no pending job elsewhere)."""
     idx = range(3)
     # 1. over-utilised in all three resources goes last
     l_over = all(l.fair[i] < la[i] for i in idx)
@@ -119,8 +127,9 @@ def queue_less(l: QueueView, la: list[float], lreq: list[float],
     if l_zero != r_zero:
         return r_zero
     # 5. dominant share including the head job
-    ld = l.dominant([la[i] + lreq[i] for i in idx])
-    rd = r.dominant([ra[i] + rreq[i] for i in idx])
+    ls, rs = lshift or lreq, rshift or rreq
+    ld = l.dominant([la[i] + ls[i] for i in idx])
+    rd = r.dominant([ra[i] + rs[i] for i in idx])
     if ld != rd:
         return ld < rd
     # 6. dominant share of what is allocated
@@ -146,8 +155,9 @@ class JobQueue:
     their own allocation and head jobs.
     """
 
-    def __init__(self, session: Session, jobs: Iterable[JobInfo]):
+    def __init__(self, session: Session, jobs: Iterable[JobInfo], real: bool = True):
         self.session = session
+        self.real = real
         state = session.state
         self.views = {q.name: QueueView(q, state.total) for q in state.queues.values()}
         self.children = {q.name: sorted(q.children, key=lambda c: state.queues[c].creation)
@@ -177,7 +187,7 @@ class JobQueue:
     def init_resources(self, job: JobInfo) -> list[float]:
         v = self._init.get(job.name)
         if v is None:
-            req = request_vector(tasks_to_allocate(job, self.session))
+            req = request_vector(tasks_to_allocate(job, self.session, self.real))
             v = self._init[job.name] = [float(req[r]) for r in RESOURCES]
         return v
 

@@ -4,7 +4,7 @@ quota allows it; queue limits apply through the per-task capacity check of the s
 
 from __future__ import annotations
 
-from kai_cp import capacity
+from kai_cp.actions.reclaim_rules import preempt_quota_ok
 from kai_cp.actions.preemptors import ActionOutcome, pending_jobs, run_action
 from kai_cp.actions.victims import Solution, Victim, active_tasks
 from kai_cp.jobs import JobInfo, TaskInfo
@@ -22,19 +22,10 @@ class PreemptPolicy:
         self.state, self.session, self.guard = state, session, guard
 
     def eligible(self, job: JobInfo) -> str | None:
-        if job.preemptible:
+        req = request_vector(tasks_to_allocate(job, self.session), gpu_memory_as_gpus=False)
+        if preempt_quota_ok(self.state, self.session, job, req):
             return None
-        req = request_vector(tasks_to_allocate(job, self.session))
-        # 3.6, preempt pre-check: the non-preemptible quota only (a preemptible twin of the job
-        # never fails it, so check it as a non-preemptible job with no limits).
-        for q in self.state.queue_path(job.queue):
-            anp = self.session.allocated_np[q.name]
-            for r in ("cpu", "memory", "gpu"):
-                d = q.deserved[r]
-                if d != -1 and req[r] > 0 and d < anp[r] + req[r]:
-                    return (f"preempt: non-preemptible workload would exceed the quota of queue {q.label} in "
-                            f"{r} ({capacity.human(anp[r] + req[r], r)} of {capacity.human(d, r)})")
-        return None
+        return f"preempt: the non-preemptible job would take queue {self.state.queues[job.queue].label} over its quota"
 
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
         out = []

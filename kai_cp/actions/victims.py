@@ -17,7 +17,7 @@ import numpy as np
 
 from kai_cp.actions.allocate import Allocator, JobOutcome
 from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
-from kai_cp.ordering import JobQueue, QueueView, job_order_key, queue_less, tasks_to_allocate
+from kai_cp.ordering import JobQueue, QueueView, queue_less, tasks_to_allocate
 from kai_cp.queues import RESOURCES
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -80,6 +80,20 @@ def tasks_to_evict(v: Victim) -> list[TaskInfo]:
     return list(v.tasks)
 
 
+_ZERO = [0.0, 0.0, 0.0]
+
+
+def victim_order_key(v: Victim) -> tuple:
+    """Job order (4.2) of the victim as restricted: its elastic state counts only the pods it
+    still offers, as KAI orders the restricted clone it pushes back."""
+    counts: dict[str, int] = {}
+    for t in v.tasks:
+        counts[t.podset] = counts.get(t.podset, 0) + 1
+    below = any(counts.get(n, 0) < ps.min_available for n, ps in v.job.podsets.items())
+    above = any(counts.get(n, 0) > ps.min_available for n, ps in v.job.podsets.items())
+    return (-v.job.priority, 0 if below else (2 if above else 1), v.job.creation, v.job.name)
+
+
 class _Reversed:
     """Inverts a key for heapq: the largest job key (last in job order) pops first."""
     __slots__ = ("key",)
@@ -111,8 +125,7 @@ class VictimQueue:
 
     def push(self, v: Victim) -> None:
         self._seq += 1
-        heapq.heappush(self.heaps.setdefault(v.job.queue, []),
-                       (_Reversed(job_order_key(v.job, self.session)), self._seq, v))
+        heapq.heappush(self.heaps.setdefault(v.job.queue, []), (_Reversed(victim_order_key(v)), self._seq, v))
 
     def __bool__(self) -> bool:
         return any(self.heaps.values())
@@ -143,7 +156,9 @@ class VictimQueue:
             taken = self.taken.get(name, [0.0, 0.0, 0.0])
             nxt = self._vector(head.tasks)
             req = [-(x + y) for x, y in zip(taken, nxt)]
-            if best is None or not queue_less(self.views[best], best_a, best_req, self.views[name], a, req):
+            # negated order (3.8): `name` goes first unless it would come before `best` in the
+            # allocation order
+            if best is None or not queue_less(self.views[name], a, _ZERO, self.views[best], best_a, _ZERO, req, best_req):
                 best, best_a, best_req = name, a, req
         return best
 
@@ -292,7 +307,7 @@ class JobSolver:
         victim_jobs: dict[str, list[TaskInfo]] = {}
         for t in victims:
             victim_jobs.setdefault(t.job, []).append(t)
-        order = JobQueue(s, [preemptor] + [self.state.jobs[j] for j in victim_jobs if j != preemptor.name])
+        order = JobQueue(s, [preemptor] + [self.state.jobs[j] for j in victim_jobs if j != preemptor.name], real=False)
         s.pipeline_only = True
         try:
             while order:
@@ -300,7 +315,7 @@ class JobSolver:
                 if job is None:
                     break
                 if job is not preemptor:
-                    self._replace(job, victim_jobs[job.name], feasible)
+                    self._replace(job, feasible)
                 elif not self.alloc.attempt_tasks(job, tasks, JobOutcome(job.name, 0), feasible, pipeline_only=True):
                     s.rollback(cp)
                     return None
@@ -321,19 +336,9 @@ class JobSolver:
             return None
         return solution
 
-    def _replace(self, job: JobInfo, evicted: list[TaskInfo], feasible: np.ndarray) -> None:
-        """Try to put a victim job's evicted pods back (pipelined); a gang keeps them only if
-        every PodSet stays at its minimum."""
-        s = self.session
-        cp = s.checkpoint()
-        for t in sorted(evicted, key=lambda t: t.order_key):
-            if isinstance(self.alloc._place(job, t, None, feasible), str):
-                break
-        if any(s.active_allocated(job, ps.name) < ps.min_available for ps in job.podsets.values()
-               if any(t.podset == ps.name for t in evicted)):
-            s.rollback(cp)
-            return
-        for t in evicted:
-            p = s.placements.get(t.key)
-            if p is not None:
-                p.pipelined = True
+    def _replace(self, job: JobInfo, feasible: np.ndarray) -> None:
+        """Try to put a victim job's evicted pods back (pipelined): one allocation attempt of its
+        tasks to allocate, evicted pods included (4.4, real=False); failing is fine."""
+        tasks = tasks_to_allocate(job, self.session, real=False)
+        if tasks:
+            self.alloc.attempt_tasks(job, tasks, JobOutcome(job.name, 0), feasible, pipeline_only=True)

@@ -1,0 +1,87 @@
+"""KAI's reclaim action (spec 6.4): a job of a queue below its fair share evicts preemptible jobs
+of other queues, within the fairness gates (3.7) and min-runtime protection (6.7)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from kai_cp import capacity
+from kai_cp.actions.preemptors import ActionOutcome, pending_jobs, run_action
+from kai_cp.actions.reclaim_rules import ReclaimValidator, can_reclaim, leveled_queues
+from kai_cp.actions.victims import Solution, Victim, active_tasks
+from kai_cp.jobs import JobInfo, TaskInfo
+from kai_cp.ordering import request_vector, tasks_to_allocate
+from kai_cp.queues import QueueInfo
+from kai_cp.session import Session
+from kai_cp.state import ClusterState
+
+ACTION = "reclaim"
+
+
+def _vector_text(v: dict[str, Fraction]) -> str:
+    return (f"GPU: {capacity.human(v['gpu'], 'gpu')}, CPU: {capacity.human(v['cpu'], 'cpu')} (cores), "
+            f"memory: {capacity.human(v['memory'], 'memory')} (GB)")
+
+
+def queue_line(q: QueueInfo, allocated: dict[str, Fraction]) -> str:
+    """10.4: `<queue> uses <allocated> with a quota of <deserved>, fair-share of <fairShare> and
+    queue priority of <priority>.`"""
+    return (f"{q.label} uses {_vector_text(allocated)} with a quota of {_vector_text(q.deserved)}, "
+            f"fair-share of {_vector_text(q.fair_share)} and queue priority of {q.priority}.")
+
+
+class ReclaimPolicy:
+    action = ACTION
+
+    def __init__(self, state: ClusterState, session: Session, guard):
+        self.state, self.session, self.guard = state, session, guard
+        self.validator: ReclaimValidator | None = None
+        self.last_rejection: str | None = None
+
+    def eligible(self, job: JobInfo) -> str | None:
+        tasks = tasks_to_allocate(job, self.session)
+        if not can_reclaim(self.state, self.session, job, request_vector(tasks)):
+            q = self.state.queues[job.queue]
+            return (f"reclaim: queue {q.label} would go over its fair share "
+                    f"({_vector_text(q.fair_share)}) with this job")
+        self.validator = ReclaimValidator(self.state, self.session, job)   # queue state frozen now
+        self.last_rejection = None
+        return None
+
+    def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
+        out = []
+        for j in self.state.jobs.values():
+            if j.queue == preemptor.queue or not j.preemptible or j.queue not in self.state.queues:
+                continue
+            tasks = active_tasks(j, self.session)
+            if tasks and self.guard.may_lose(j, ACTION, preemptor.queue):
+                out.append(Victim(j, tasks))
+        return out
+
+    def message(self, victim: TaskInfo, preemptor: JobInfo) -> str:
+        mine, theirs = leveled_queues(self.state, preemptor.queue, self.state.jobs[victim.job].queue)
+        s = self.session
+        return (f"Pod {victim.key} was preempted by workload {preemptor.namespace}/{preemptor.name}.\n"
+                f"{queue_line(theirs, s.allocated[theirs.name])}\n{queue_line(mine, s.allocated[mine.name])}")
+
+    def validate(self, preemptor: JobInfo, tasks: list[TaskInfo], solution: Solution) -> str | None:
+        by_job: dict[str, list[TaskInfo]] = {}
+        for t in solution.victims:
+            by_job.setdefault(t.job, []).append(t)
+        victims = [(self.state.jobs[j], ts) for j, ts in by_job.items()]
+        why = self.validator.check(victims, {t.key for t in solution.moved}, request_vector(tasks))
+        why = why or self.guard.elastic_ok(solution.victims, ACTION, preemptor.queue)
+        if why is not None:
+            self.last_rejection = why
+        return why
+
+    def failure(self, preemptor: JobInfo) -> str:
+        if self.last_rejection:
+            return f"reclaim: {self.last_rejection}"
+        return (f"reclaim: evicting preemptible jobs of other queues would not make room for it "
+                f"within their fair shares")
+
+
+def run_reclaim(state: ClusterState, session: Session, guard) -> ActionOutcome:
+    policy = ReclaimPolicy(state, session, guard)
+    return run_action(state, session, policy, policy.eligible, pending_jobs(state, session), per_queue_signatures=True)
