@@ -64,6 +64,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import generate as gen  # noqa: E402  (bench/ is a folder of scripts)
 from bench_cycle import pod_gpus, pod_key  # noqa: E402
 
+from kai_cp.cycle import CycleSettings, run_cycle  # noqa: E402
+from kai_cp.loader import load_snapshot_dict  # noqa: E402
+from kai_cp.state import build_cluster_state  # noqa: E402
+
 ENGINES = ("greedy", "cp-sat")
 SHAPES = ("reclaim", "full", "contention")
 GPUS_PER_NODE = 8
@@ -379,10 +383,6 @@ def decisions_of(result: Any) -> dict[str, Any]:
 
 
 def run_engine_once(doc: dict[str, Any], engine: str, args: argparse.Namespace) -> tuple[dict[str, Any], float, str]:
-    from kai_cp.cycle import CycleSettings, run_cycle
-    from kai_cp.loader import load_snapshot_dict
-    from kai_cp.state import build_cluster_state
-
     state = build_cluster_state(load_snapshot_dict(doc, "bench-evictions"))
     settings = CycleSettings(engine=engine, time_limit=args.time_limit)
     t0 = time.perf_counter()
