@@ -15,11 +15,19 @@ CLI::
     python bench/generate.py --nodes 48 --pending 120 --running 300 -o snapshot.zip
     python bench/generate.py --nodes 200 --pending 100000 --fragmentation 0.9 --utilization 0.55 \
         --pending-gpu-ratio 1.1 -o fragmented.json      # GPU-bound, fragmented (bench_fragmentation.py)
+    python bench/generate.py --nodes 1000 --pending 5000 --utilization 0.95 --contention \
+        -o contended.json                             # queues over/under fair share (bench_evictions.py)
 
 Topology: the snapshot carries a Topology ``cluster-topology`` (zone, block, rack, hostname
 labels, all on every node) and a third of the multi-pod pending GPU gangs a
 ``spec.topologyConstraint`` (``--topology-share``, 0 for none; ``assign_topology``). That share
 has a random stream of its own: with or without it a seed yields the same cluster otherwise.
+
+Contention (``--contention``, ``apply_contention``): the running jobs are moved, mostly, into
+half of the projects (over their fair share, mostly preemptible) and the pending gangs into
+the other half (under it), a share of small pending gangs of higher priority staying with the
+over-share projects, so reclaim and preempt have work. Its own random stream too: without it
+a seed yields exactly the default cluster.
 
 A name ending in ``.zip`` writes a ZIP with the single member ``snapshot.json``, as KAI's
 ``/get-snapshot`` serves it.
@@ -745,6 +753,74 @@ def assign_topology(seed: int, jobs: list[Job], nodes: list[Node], where: dict[s
         job.topology_required, job.topology_preferred = topology_choice(rng, demand, level_gpus)
 
 
+#: Contention (``apply_contention``): share of running jobs in the over-share projects, share of
+#: the quota in the under-share ones, share of small pending gangs (<= 8 pods) kept in the
+#: over-share ones as same-queue preemptors, and the class mixes.
+CONTENTION_RUNNING_OVER = 0.85
+CONTENTION_UNDER_QUOTA = 2 / 3     # share of the quota held by the under-share projects
+CONTENTION_PENDING_OVER = 0.2
+CONTENTION_PREEMPTOR_MAX_PODS = 8
+CONTENTION_RUNNING_CLASSES: dict[str, int] = {"train": 60, "build-preemptible": 20, "build": 12, "inference": 8}
+CONTENTION_PREEMPTOR_CLASSES: dict[str, int] = {"build-preemptible": 30, "build": 40, "inference": 30}
+
+
+def contention_split(rng: random.Random, projects: list[Project]) -> tuple[list[Project], list[Project]]:
+    """(over, under) projects: projects with a quota, in drawn order, go under while their quotas
+    stay within ``CONTENTION_UNDER_QUOTA`` of all quotas; the others (and the zero-quota
+    best-effort projects, over their share with anything running) go over. Over-share projects
+    then hold ~``CONTENTION_RUNNING_OVER`` of the running GPUs on about a third of the quota."""
+    funded = [p for p in projects if p.gpu_quota > 0] or list(projects)
+    order = list(funded)
+    rng.shuffle(order)
+    budget = CONTENTION_UNDER_QUOTA * sum(p.gpu_quota for p in funded)
+    under: list[Project] = []
+    taken = 0
+    for p in order:
+        if not under or taken + p.gpu_quota <= budget:
+            under.append(p)
+            taken += p.gpu_quota
+    if len(under) == len(funded) > 1:
+        under.pop()
+    over = [p for p in projects if p not in under] or list(under)
+    return over, under
+
+
+def apply_contention(seed: int, running: list[Job], pending: list[Job], projects: list[Project]) -> None:
+    """Queues over and under fair share with mixed priorities (``--contention``).
+
+    Running jobs go to the over-share projects with probability ``CONTENTION_RUNNING_OVER``
+    (weighted by quota + 1) and get a class of ``CONTENTION_RUNNING_CLASSES`` (mostly
+    preemptible: reclaim victims); pending gangs go to the under-share projects (reclaimers),
+    except a ``CONTENTION_PENDING_OVER`` share of the small ones, which stay in the over-share
+    projects with a higher-priority class (``CONTENTION_PREEMPTOR_CLASSES``: preempt's
+    preemptors, the train jobs there its victims). Job names keep their number and take a
+    kind of the new class. A stream of its own (``contention/<seed>``): the rest of the seed's
+    cluster is unchanged.
+    """
+    rng = random.Random(f"contention/{seed}")
+    over, under = contention_split(rng, projects)
+    over_w = [p.gpu_quota + 1 for p in over]
+    under_w = [p.gpu_quota + 1 for p in under]
+    run_classes, pre_classes = list(CONTENTION_RUNNING_CLASSES), list(CONTENTION_PREEMPTOR_CLASSES)
+
+    def reclass(job: Job, pclass: str) -> None:
+        job.pclass = pclass
+        job.name = f"{rng.choice(JOB_KINDS[pclass])}-{job.name.rsplit('-', 1)[1]}"
+
+    for job in running:
+        if rng.random() < CONTENTION_RUNNING_OVER:
+            job.project = rng.choices(over, weights=over_w)[0]
+        else:
+            job.project = rng.choices(under, weights=under_w)[0]
+        reclass(job, rng.choices(run_classes, weights=list(CONTENTION_RUNNING_CLASSES.values()))[0])
+    for job in pending:
+        if len(job.pods) <= CONTENTION_PREEMPTOR_MAX_PODS and rng.random() < CONTENTION_PENDING_OVER:
+            job.project = rng.choices(over, weights=over_w)[0]
+            reclass(job, rng.choices(pre_classes, weights=list(CONTENTION_PREEMPTOR_CLASSES.values()))[0])
+        else:
+            job.project = rng.choices(under, weights=under_w)[0]
+
+
 # --------------------------------------------------------------------------------------------
 # rendering jobs
 # --------------------------------------------------------------------------------------------
@@ -890,7 +966,8 @@ def topology_object(uid: UidSource) -> dict[str, Any]:
 def generate_cluster(nodes: int, pending_pods: int, running_pods: int | None = None, seed: int = 0,
                      fragmentation: float = 0.6, utilization: float = 0.75,
                      topology_share: float = DEFAULT_TOPOLOGY_SHARE, pending_gpu_ratio: float | None = None,
-                     cpu_per_gpu: float | None = None, mem_per_gpu: float | None = None) -> dict[str, Any]:
+                     cpu_per_gpu: float | None = None, mem_per_gpu: float | None = None,
+                     contention: bool = False) -> dict[str, Any]:
     """Generate a snapshot document (interfaces.md section 1) for one seeded cluster.
 
     nodes: number of GPU nodes (~75% 8-GPU, ~25% 4-GPU).
@@ -912,6 +989,9 @@ def generate_cluster(nodes: int, pending_pods: int, running_pods: int | None = N
     cpu_per_gpu, mem_per_gpu: cores and GiB that each pending GPU pod asks for per GPU; None
         draws them (4/8/12 cores, 32-192 GiB per GPU). The GPU-bound scenario defaults to 4
         cores and 32 GiB, well under what nodes keep free per free GPU, so GPUs bind.
+    contention: move running jobs into over-share projects and pending gangs into under-share
+        ones, with mixed priorities (``apply_contention``; pair with a high ``utilization``).
+        Off (default): the document is exactly the one without the option.
     """
     if pending_gpu_ratio is not None and pending_gpu_ratio < 0:
         raise ValueError("pending_gpu_ratio must be >= 0")
@@ -922,13 +1002,13 @@ def generate_cluster(nodes: int, pending_pods: int, running_pods: int | None = N
     mem_b = None if mem_per_gpu is None else int(round(mem_per_gpu * GIB))
     with gc_paused():
         return build_document(nodes, pending_pods, running_pods, seed, fragmentation, utilization,
-                              topology_share, pending_gpu_ratio, cpu_m, mem_b)
+                              topology_share, pending_gpu_ratio, cpu_m, mem_b, contention)
 
 
 def build_document(nodes: int, pending_pods: int, running_pods: int | None, seed: int,
                    fragmentation: float, utilization: float, topology_share: float,
                    pending_gpu_ratio: float | None = None, cpu_per_gpu_m: int | None = None,
-                   mem_per_gpu_b: int | None = None) -> dict[str, Any]:
+                   mem_per_gpu_b: int | None = None, contention: bool = False) -> dict[str, Any]:
     """generate_cluster's body (see there for the parameters)."""
     if nodes < 1 or pending_pods < 0:
         raise ValueError("need nodes >= 1 and pending_pods >= 0")
@@ -955,6 +1035,8 @@ def build_document(nodes: int, pending_pods: int, running_pods: int | None, seed
                                               cpu_per_gpu_m if cpu_per_gpu_m is not None else 4000,
                                               mem_per_gpu_b if mem_per_gpu_b is not None else 32 * GIB)
     assign_topology(seed, pending, node_list, where, topology_share)
+    if contention:
+        apply_contention(seed, jobs, pending, projects)
     jobs += pending
     pods: list[dict[str, Any]] = []
     pod_groups: list[dict[str, Any]] = []
@@ -1011,13 +1093,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="GPU-bound scenario: pending GPU demand = this x free GPUs (--pending caps the pods)")
     ap.add_argument("--cpu-per-gpu", type=float, default=None, help="cores per GPU of pending GPU pods")
     ap.add_argument("--mem-per-gpu", type=float, default=None, help="GiB per GPU of pending GPU pods")
+    ap.add_argument("--contention", action="store_true",
+                    help="queues over and under fair share, mixed priorities, preemptible running jobs")
     ap.add_argument("-o", "--output", required=True, help="output file (.json, or .zip)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     doc = generate_cluster(args.nodes, args.pending, args.running, seed=args.seed,
                            fragmentation=args.fragmentation, utilization=args.utilization,
                            topology_share=args.topology_share, pending_gpu_ratio=args.pending_gpu_ratio,
-                           cpu_per_gpu=args.cpu_per_gpu, mem_per_gpu=args.mem_per_gpu)
+                           cpu_per_gpu=args.cpu_per_gpu, mem_per_gpu=args.mem_per_gpu,
+                           contention=args.contention)
     t1 = time.perf_counter()
     write_snapshot(doc, args.output)
     t2 = time.perf_counter()
