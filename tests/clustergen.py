@@ -488,3 +488,138 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
                                   cpu=draw(st.sampled_from(["binpack", "spread"])))
     return snapshot(nodes, queues, pods, groups, config=config, bind_requests=binds,
                     topologies=[topology_object(TOPOLOGY, TOPOLOGY_LEVELS)])
+
+
+# ------------------------------------------------------------------------------------------------
+# contended clusters: running jobs that eviction actions may move or take away
+# ------------------------------------------------------------------------------------------------
+
+LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
+#: Min-runtimes relative to BASE_EPOCH-based last starts, whatever the real clock says: "87600h"
+#: (ten years) protects a job that has a last start, "1s" and "0s" never do.
+MIN_RUNTIMES = [None, None, "0s", "1s", "87600h"]
+EVICTING_ACTIONS = ("consolidation", "reclaim", "preempt")
+
+
+def _take_all(room: _Room, start: int, vecs: list[list[int]]) -> list[str] | None:
+    """Lay out a gang's pods all or nothing (a running gang never starts below its minimum)."""
+    saved = {n: list(f) for n, f in room.free.items()}
+    out = []
+    for i, vec in enumerate(vecs):
+        where = room.take(start + i, vec)
+        if where is None:
+            room.free = saved
+            return None
+        out.append(where)
+    return out
+
+
+@st.composite
+def contended_clusters(draw, max_nodes: int = 4, max_running: int = 8, max_pending: int = 4) -> dict[str, Any]:
+    """A small cluster where GPUs run short: nodes of 4 or 8 whole GPUs mostly taken by running
+    jobs (gangs and elastic jobs, with and without sub-groups; preemptible or not by priority class
+    or explicit preemptibility; some with a last-start annotation), pending jobs wanting more than
+    is free, and a queue tree (one or two departments) whose quotas, limits and weights put some
+    queues over their fair share and others under it; queues may carry preemptMinRuntime and
+    reclaimMinRuntime. config.actions is allocate followed by a non-empty subset of
+    consolidation, reclaim and preempt in KAI's order. No shared GPUs, taints or topology: the
+    eviction rules are the subject here."""
+    nodes = [node(f"node-{i}", gpus=draw(st.sampled_from([4, 8])), cpu_m=64_000, mem_b=256 * GI, pods=110,
+                  labels={"pool": draw(st.sampled_from(["a", "b"]))})
+             for i in range(draw(st.integers(1, max_nodes)))]
+    queues: list[dict] = []
+    leaves: list[str] = []
+    departments = draw(st.integers(1, 2))
+    for d in range(departments):
+        dname = f"dept{d}"
+        dept = len(queues)
+        queues.append(queue(dname, gpu=resource(draw(st.sampled_from([-1, 0, 4, 8])), -1,
+                                                draw(st.sampled_from([1, 1, 2]))),
+                            created=-30 * 86400 + d * 60))
+        for i in range(draw(st.integers(1, 2))):
+            name = f"q{d}{i}"
+            limited = _chance(draw, 15)
+            q = queue(name, dname, gpu=resource(draw(st.sampled_from([0, 0, 1, 2, 4])),
+                                                draw(st.sampled_from([4, 8, 12])) if limited else -1,
+                                                draw(st.sampled_from([0, 1, 1, 2]))),
+                      priority=draw(st.sampled_from([None, None, 50, 150])), created=-30 * 86400 + 600 + d * 60 + i)
+            for key in ("preemptMinRuntime", "reclaimMinRuntime"):
+                value = draw(st.sampled_from(MIN_RUNTIMES))
+                if value is not None:
+                    q["spec"][key] = value
+            queues.append(q)
+            leaves.append(name)
+        for key in ("preemptMinRuntime", "reclaimMinRuntime"):
+            value = draw(st.sampled_from(MIN_RUNTIMES))
+            if value is not None:                 # inherited by the leaves that set none (spec 6.7)
+                queues[dept]["spec"][key] = value
+    room = _Room(nodes)
+    pods: list[dict] = []
+    groups: list[dict] = []
+
+    def job(j: int, running: bool) -> None:
+        name = f"{'run' if running else 'pend'}{j}"
+        # running jobs lean towards the first queues: those go over their share, the others stay under
+        qname = draw(st.sampled_from(leaves[:1] * 2 + leaves if running else leaves))
+        pclass = draw(st.sampled_from([None, "train", "train", "build-preemptible", "build", "inference"] if running
+                                      else ["train", "build-preemptible", "build", "inference"]))
+        preempt = draw(st.sampled_from([None, None, None, "preemptible", "non-preemptible"]))
+        created = -3600 + j * 10 + (0 if running else 1800)
+        podsets = []                          # (sub-group or None, minMember, pods, GPUs per pod)
+        if _chance(draw, 20):
+            for sg in ("workers", "ps"):
+                mm = draw(st.integers(1, 2))
+                podsets.append((sg, mm, mm + draw(st.integers(0, 1)), draw(st.sampled_from([1, 1, 2]))))
+        else:
+            mm = draw(st.integers(1, 3))
+            podsets.append((None, mm, mm + draw(st.sampled_from([0, 0, 1, 2])),
+                            draw(st.sampled_from([0, 1, 2, 2, 4] if running else [1, 2, 2, 4, 8]))))
+        sub_groups = [{"name": sg, "minMember": mm} for sg, mm, _, _ in podsets if sg]
+        pg = pod_group(name, qname, min_member=sum(mm for _, mm, _, _ in podsets), priority_class=pclass,
+                       preemptibility=preempt, sub_groups=sub_groups or None, created=created)
+        selector = {"pool": draw(st.sampled_from(["a", "b"]))} if _chance(draw, 10) else None
+        where: list[str | None] = []
+        if running:
+            vecs = [[1000, GI, g, 1] for _, _, count, g in podsets for _ in range(count)]
+            # each PodSet's first minMember pods are its core: they run together or not at all
+            ranks = [(k, mm) for _, mm, count, _ in podsets for k in range(count)]
+            core = [i for i, (k, mm) in enumerate(ranks) if k < mm]
+            start = draw(st.integers(0, 9))
+            placed = _take_all(room, start, [vecs[i] for i in core])
+            if placed is None:
+                running = False
+            else:
+                at = dict(zip(core, placed))
+                for i in range(len(vecs)):
+                    where.append(at[i] if i in at else (room.take(start + i, vecs[i]) if _chance(draw, 70) else None))
+                if _chance(draw, 60):
+                    pg["metadata"]["annotations"] = {LAST_START_ANNOTATION: ts(-draw(st.sampled_from([60, 600, 7200])))}
+        groups.append(pg)
+        i = 0
+        for sg, _mm, count, g in podsets:
+            for _ in range(count):
+                w = where[i] if running else None
+                pods.append(pod(f"{name}-{i}", name, cpu_m=1000, mem_b=GI, gpus=g,
+                                phase="Running" if w else "Pending", node_name=w, queue_name=qname, subgroup=sg,
+                                node_selector=selector, created=created + 1 + i))
+                i += 1
+
+    for j in range(draw(st.integers(len(nodes), max(len(nodes), max_running)))):
+        job(j, True)
+    for j in range(draw(st.integers(1, max_pending))):
+        job(j, False)
+    chosen = [a for a in EVICTING_ACTIONS if _chance(draw, 70)] or [draw(st.sampled_from(EVICTING_ACTIONS))]
+    config: dict[str, Any] = {"actions": ", ".join(["allocate", *chosen])}
+    if _chance(draw, 30):                    # explicit tiers: min-runtime protection only with the plugin
+        tiers = placement_config()["tiers"]
+        if _chance(draw, 80):
+            args = {}
+            if _chance(draw, 30):
+                args["defaultPreemptMinRuntime"] = draw(st.sampled_from(["0s", "87600h"]))
+            if _chance(draw, 30):
+                args["defaultReclaimMinRuntime"] = draw(st.sampled_from(["0s", "87600h"]))
+            if _chance(draw, 30):
+                args["reclaimResolveMethod"] = draw(st.sampled_from(["lca", "queue"]))
+            tiers[0]["plugins"].append({"name": "minruntime", **({"arguments": args} if args else {})})
+        config["tiers"] = tiers
+    return snapshot(nodes, queues, pods, groups, config=config)

@@ -1,0 +1,154 @@
+"""Invariants of cycles with evictions (spec 6.8), on generated contended clusters, for both
+engines.
+
+Why: consolidation, reclaim and preempt decide which running pods users lose. Whatever the
+cluster, a cycle must keep these rules (checked by tests/eviction_checks.py from the raw snapshot
+and the JSON decisions, sharing no rule code with the engine, and by kai_cp.validate.violations):
+- every placement keeps node capacity (binds on idle capacity only; pipelined pods may use what
+  victims free), predicates, gangs, queue limits and the non-preemptible quota
+  (test_invariants.check_decisions on the cycle with victims releasing and moved victims as
+  new pods);
+- victims were running, are evicted once, by an action the configuration runs, never from a
+  non-preemptible job; the preemptor of every eviction is pipelined in the same cycle;
+- preempt victims are in the preemptor's queue with strictly lower priority; reclaim victims in
+  other queues, each taken from a queue gate 2 allows (an order-free bound on 3.7.2);
+  consolidation victims are all re-placed on another node;
+- gangs lose pods whole or only above their minimum; a job within its min-runtime
+  (last-start annotation + queue or plugin min-runtime) is never a victim unless elastic, and
+  then keeps its minimum;
+- cp-sat never evicts more pods than greedy when both start the same jobs.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+from hypothesis import HealthCheck, event, given, settings
+
+from clustergen import contended_clusters
+from eviction_checks import commits_of, eviction_errors, post_eviction_view
+from kai_cp.cycle import CycleSettings, run_cycle
+from kai_cp.loader import load_snapshot_dict
+from kai_cp.state import build_cluster_state
+from kai_cp.validate import violations
+from test_invariants import Raw, check_decisions
+
+TIME_LIMIT = 0.3
+EXAMPLES = 120
+
+
+def run(doc: dict[str, Any], engine: str):
+    state = build_cluster_state(load_snapshot_dict(copy.deepcopy(doc)))
+    return run_cycle(state, CycleSettings(engine=engine, time_limit=TIME_LIMIT, seed=0))
+
+
+def started(raw: Raw, out: dict[str, Any]) -> set[str]:
+    """Jobs that got a pending pod placed (moved victims are not starts)."""
+    evicted = {e["pod"] for e in out["evictions"]}
+    return {raw.group_of[b["pod"]] for b in out["binds"] + out["pipelined"] if b["pod"] not in evicted}
+
+
+def all_errors(doc: dict[str, Any], result, now: float) -> list[str]:
+    out = result.to_json()
+    raw, view = post_eviction_view(Raw(doc), out)
+    return (check_decisions(raw, view) + eviction_errors(doc, out, commits_of(result), now)
+            + [f"validate: {v}" for v in violations(result.state, result.session)])
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=contended_clusters())
+def test_eviction_invariants_hold_for_both_engines(doc: dict[str, Any]) -> None:
+    now = time.time()
+    greedy = run(doc, "greedy")
+    cpsat = run(doc, "cp-sat")
+    for name, res in (("greedy", greedy), ("cp-sat", cpsat)):
+        errors = all_errors(doc, res, now)
+        assert errors == [], f"{name}: {errors}"
+    raw = Raw(doc)
+    g_out, c_out = greedy.to_json(), cpsat.to_json()
+    if started(raw, g_out) == started(raw, c_out):
+        assert len(c_out["evictions"]) <= len(g_out["evictions"]), (g_out["evictions"], c_out["evictions"])
+
+    for e in g_out["evictions"]:
+        event(f"greedy evicts by {e['action']}")
+    event(f"greedy evictions: {min(len(g_out['evictions']), 3)}{'+' if len(g_out['evictions']) >= 3 else ''}")
+    event(f"moved victims: {bool({e['pod'] for e in g_out['evictions']} & {p['pod'] for p in g_out['pipelined']})}")
+    event(f"cp-sat engine={c_out['cycle']['engine']}, evicts {'more' if len(c_out['evictions']) > len(g_out['evictions']) else 'no more'} than greedy")
+
+
+# ------------------------------------------------------------------------------------------------
+# the checks must catch what they claim to catch
+# ------------------------------------------------------------------------------------------------
+
+def _world(actions: str = "allocate, consolidation, reclaim, preempt", **queue_kw) -> dict[str, Any]:
+    """Two queues under one department on one 8-GPU node: q-a runs two 4-GPU train jobs (over
+    its share), q-b has nothing running and a pending 4-GPU job."""
+    import clustergen as cg
+    queues = [cg.queue("dept"), cg.queue("q-a", "dept", gpu=cg.resource(0)), cg.queue("q-b", "dept", gpu=cg.resource(4))]
+    for k, v in queue_kw.items():
+        queues[1]["spec"][k] = v
+    pods = [cg.pod("a1-0", "a1", gpus=4, phase="Running", node_name="n1", queue_name="q-a"),
+            cg.pod("a2-0", "a2", gpus=4, phase="Running", node_name="n1", queue_name="q-a"),
+            cg.pod("b-0", "b", gpus=4, queue_name="q-b")]
+    groups = [cg.pod_group("a1", "q-a", priority_class="train"), cg.pod_group("a2", "q-a", priority_class="train"),
+              cg.pod_group("b", "q-b", priority_class="train")]
+    return cg.snapshot([cg.node("n1", gpus=8)], queues, pods, groups, config={"actions": actions})
+
+
+def test_a_reclaim_passes_the_checks_and_each_forged_decision_is_caught() -> None:
+    doc = _world()
+    now = time.time()
+    res = run(doc, "greedy")
+    out = res.to_json()
+    assert [(e["action"], e["forPodGroup"]) for e in out["evictions"]] == [("reclaim", "b")]
+    assert [p["pod"] for p in out["pipelined"]] == ["default/b-0"]
+    assert all_errors(doc, res, now) == []
+    commits = commits_of(res)
+
+    def errors(mutate) -> str:
+        forged = copy.deepcopy(out)
+        mutate(forged)
+        return " | ".join(eviction_errors(doc, forged, commits, now))
+
+    assert "no pod pipelined" in errors(lambda o: o.update(pipelined=[]))
+    assert "preempted for b" in errors(lambda o: o["evictions"][0].update(action="preempt"))
+    assert "without re-placing" in errors(lambda o: o["evictions"][0].update(action="consolidation"))
+    # with a quota of 8, q-a uses no more than it is guaranteed: gate 2 forbids taking from it
+    doc2 = copy.deepcopy(doc)
+    doc2["rawObjects"]["queues"][1]["spec"]["resources"]["gpu"]["quota"] = 8
+    assert "may lose nothing" in " ".join(eviction_errors(doc2, out, commits, now))
+
+
+def test_protected_victims_are_caught() -> None:
+    doc = _world(reclaimMinRuntime="87600h")
+    for g in doc["rawObjects"]["podGroups"]:
+        g["metadata"]["annotations"] = {"kai.scheduler/last-start-timestamp": "2025-06-02T11:00:00Z"}
+    now = time.time()
+    res = run(doc, "greedy")
+    assert res.to_json()["evictions"] == []            # the engine leaves the protected jobs alone
+    unprotected = run(_world(), "greedy")              # forge: the same reclaim in the protected world
+    text = " ".join(eviction_errors(doc, unprotected.to_json(), commits_of(unprotected), now))
+    assert "min-runtime" in text
+
+
+def test_non_preemptible_victim_and_half_gang_are_caught() -> None:
+    doc = _world()
+    res = run(doc, "greedy")
+    out = res.to_json()
+    now = time.time()
+    forged = copy.deepcopy(doc)
+    for g in forged["rawObjects"]["podGroups"]:
+        if g["metadata"]["name"] in ("a1", "a2"):
+            g["spec"]["preemptibility"] = "non-preemptible"
+    assert "non-preemptible" in " ".join(eviction_errors(forged, out, commits_of(res), now))
+    import clustergen as cg
+    gang = copy.deepcopy(doc)
+    victim = out["evictions"][0]["podGroup"]
+    gang["rawObjects"]["pods"].append(cg.pod(f"{victim}-9", victim, gpus=0, phase="Running", node_name="n1",
+                                             queue_name="q-a"))
+    for g in gang["rawObjects"]["podGroups"]:
+        if g["metadata"]["name"] == victim:
+            g["spec"]["minMember"] = 2
+    assert "minMember" in " ".join(eviction_errors(gang, out, commits_of(res), now))
