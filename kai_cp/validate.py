@@ -133,8 +133,10 @@ def eviction_violations(state: ClusterState, session: Session) -> list[str]:
     for name in {e.task.job for e in session.evictions.values() if e.action != "stalegangeviction"}:
         job = state.jobs[name]
         for ps in job.podsets.values():
-            left = sum(1 for t in ps.tasks if t.status in ACTIVE_ALLOCATED and t.node is not None
-                       and (t.key not in session.evictions or t.key in session.placements))
+            # active after the cycle: running and kept, or placed this cycle (a moved victim, or a
+            # pending pod of the victim job the simulation pipelined in an evicted pod's stead)
+            left = sum(1 for t in ps.tasks if t.key in session.placements
+                       or (t.status in ACTIVE_ALLOCATED and t.node is not None and t.key not in session.evictions))
             if 0 < left < ps.min_available:
                 out.append(f"job {name} podset {ps.name}: eviction left {left} pods < minMember {ps.min_available}")
     return out

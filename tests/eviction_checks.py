@@ -266,7 +266,8 @@ def eviction_errors(doc: dict[str, Any], out: dict[str, Any], commits: list[tupl
     for g in {raw.group_of[k] for k in keys if k in raw.group_of}:
         left: dict[str | None, int] = defaultdict(int)
         for k in pods_of(raw, g):
-            if raw.state[k][0] == "allocated" and (k not in evicted or k in pipelined):
+            # running and kept, or placed this cycle (moved, or pending and pipelined in its stead)
+            if (raw.state[k][0] == "allocated" and k not in evicted) or k in pipelined or k in binds:
                 left[raw.podset_of(k)] += 1
         for ps, need in raw.podsets(g).items():
             if 0 < left[ps] < need:

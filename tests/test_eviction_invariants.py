@@ -65,6 +65,8 @@ def test_eviction_invariants_hold_for_both_engines(doc: dict[str, Any]) -> None:
     cpsat = run(doc, "cp-sat")
     for name, res in (("greedy", greedy), ("cp-sat", cpsat)):
         errors = all_errors(doc, res, now)
+        if errors and __import__("os").environ.get("EVDUMP"):
+            __import__("json").dump(doc, open(__import__("os").environ["EVDUMP"], "w"), indent=1)
         assert errors == [], f"{name}: {errors}"
     raw = Raw(doc)
     g_out, c_out = greedy.to_json(), cpsat.to_json()
