@@ -67,17 +67,27 @@ def active_tasks(job: JobInfo, session: Session) -> list[TaskInfo]:
                   key=lambda t: t.order_key)
 
 
-def tasks_to_evict(v: Victim) -> list[TaskInfo]:
+def tasks_to_evict(v: Victim, session: Session | None = None) -> list[TaskInfo]:
     """An elastic PodSet above its minimum gives one pod (the last in task order); otherwise the
-    whole remaining gang goes (6.2.3). PodSets are scanned in reverse order."""
+    whole remaining gang goes (6.2.3). PodSets are scanned in reverse order.
+
+    A PodSet's active pods include those placed this cycle (a victim an earlier commit moved, a
+    pending pod pipelined in an evicted pod's stead): they count towards "above its minimum"
+    but cannot be taken back, so a gang that would have to go whole while it has such pods is
+    no victim now (empty list); taking only its running pods would leave it below minMember."""
     by_ps: dict[str, list[TaskInfo]] = {}
     for t in v.tasks:
         by_ps.setdefault(t.podset, []).append(t)
+    placed: dict[str, int] = {}
+    if session is not None:
+        for t in v.job.tasks:
+            if t.key in session.placements:
+                placed[t.podset] = placed.get(t.podset, 0) + 1
     for name in reversed(list(v.job.podsets)):
         ts = by_ps.get(name)
-        if ts and len(ts) > v.job.podsets[name].min_available:
+        if ts and len(ts) + placed.get(name, 0) > v.job.podsets[name].min_available:
             return [ts[-1]]
-    return list(v.tasks)
+    return [] if placed else list(v.tasks)
 
 
 _ZERO = [0.0, 0.0, 0.0]
@@ -222,7 +232,9 @@ class JobSolver:
                 return r
         while vq:
             v = vq.pop()
-            cand = tasks_to_evict(v)
+            cand = tasks_to_evict(v, self.session)
+            if not cand:
+                continue
             if any(t.key in rec for t in cand):
                 rest = [t for t in v.tasks if t.key not in rec]
                 if rest:
