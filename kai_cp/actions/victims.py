@@ -208,6 +208,7 @@ class JobSolver:
         if not tasks:
             return None
         recorded: list[TaskInfo] = []
+        self.pending = self._pending_jobs()
         start = s.checkpoint()
         for k in range(1, len(tasks) + 1):
             cp = s.checkpoint()
@@ -319,13 +320,20 @@ class JobSolver:
         victim_jobs: dict[str, list[TaskInfo]] = {}
         for t in victims:
             victim_jobs.setdefault(t.job, []).append(t)
-        order = JobQueue(s, [preemptor] + [self.state.jobs[j] for j in victim_jobs if j != preemptor.name], real=False)
+        # KAI's GetJobsToAllocate: every job with pending pods takes part in the queue order (a
+        # queue's best pending job decides where the queue stands), though only the preemptor
+        # and the victims are allocated
+        others = [j for j in self.pending if j is not preemptor and j.name not in victim_jobs]
+        order = JobQueue(s, [preemptor] + [self.state.jobs[j] for j in victim_jobs if j != preemptor.name] + others,
+                         real=False)
         s.pipeline_only = True
         try:
             while order:
                 job = order.pop()
                 if job is None:
                     break
+                if job is not preemptor and job.name not in victim_jobs:
+                    continue
                 if job is not preemptor:
                     self._replace(job, feasible)
                 elif not self.alloc.attempt_tasks(job, tasks, JobOutcome(job.name, 0), feasible, pipeline_only=True):
@@ -347,6 +355,14 @@ class JobSolver:
             s.rollback(cp)
             return None
         return solution
+
+    def _pending_jobs(self) -> list[JobInfo]:
+        """Jobs with a pending pod not placed in this cycle, in an existing leaf queue (KAI's
+        GetAllPendingJobs, no readiness filter)."""
+        s, queues = self.session, self.state.queues
+        return [j for j in self.state.jobs.values()
+                if j.queue in queues and queues[j.queue].is_leaf
+                and any(t.key not in s.placements for ps in j.podsets.values() for t in ps.pending)]
 
     def _replace(self, job: JobInfo, feasible: np.ndarray) -> None:
         """Try to put a victim job's evicted pods back (pipelined): one allocation attempt of its
