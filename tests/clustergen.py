@@ -515,7 +515,7 @@ def _take_all(room: _Room, start: int, vecs: list[list[int]]) -> list[str] | Non
 
 
 @st.composite
-def contended_clusters(draw, max_nodes: int = 4, max_running: int = 8, max_pending: int = 4) -> dict[str, Any]:
+def contended_clusters(draw, max_nodes: int = 4, max_running: int = 10, max_pending: int = 4) -> dict[str, Any]:
     """A small cluster where GPUs run short: nodes of 4 or 8 whole GPUs mostly taken by running
     jobs (gangs and elastic jobs, with and without sub-groups; preemptible or not by priority class
     or explicit preemptibility; some with a last-start annotation), pending jobs wanting more than
@@ -604,7 +604,7 @@ def contended_clusters(draw, max_nodes: int = 4, max_running: int = 8, max_pendi
                                 node_selector=selector, created=created + 1 + i))
                 i += 1
 
-    for j in range(draw(st.integers(len(nodes), max(len(nodes), max_running)))):
+    for j in range(draw(st.integers(2 * len(nodes), max(2 * len(nodes), max_running)))):
         job(j, True)
     for j in range(draw(st.integers(1, max_pending))):
         job(j, False)

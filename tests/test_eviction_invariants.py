@@ -41,7 +41,7 @@ from test_invariants import Raw, check_decisions
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "evictions"
 TIME_LIMIT = 0.3
-EXAMPLES = 120
+EXAMPLES = 300
 
 
 def run(doc: dict[str, Any], engine: str):
