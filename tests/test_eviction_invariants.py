@@ -189,3 +189,41 @@ def test_non_preemptible_victim_and_half_gang_are_caught() -> None:
         if g["metadata"]["name"] == victim:
             g["spec"]["minMember"] = 2
     assert "minMember" in " ".join(eviction_errors(gang, out, commits_of(res), now))
+
+
+# ------------------------------------------------------------------------------------------------
+# regressions found by the generated clusters
+# ------------------------------------------------------------------------------------------------
+
+def test_a_gang_with_a_moved_pod_is_not_split_by_a_later_reclaim() -> None:
+    """run0 (minMember 3, four 4-GPU pods on four nodes). Reclaim for run2 evicts run0-3 and
+    moves run0-0; the later reclaim for pend0 may not take run0-1 and run0-2 alone: with run0-0
+    pipelined the gang would keep one pod of three (kai_cp/actions/victims.tasks_to_evict now
+    leaves such a gang alone; before, it evicted run0-1 and run0-2)."""
+    doc = json.loads((FIXTURES / "moved_victim_gang.json").read_text())
+    res = run(doc, "greedy")
+    out = res.to_json()
+    assert all_errors(doc, res, time.time()) == []
+    assert sorted(e["pod"] for e in out["evictions"]) == ["default/run0-0", "default/run0-3"]
+    assert ("default/run0-0", "node-0") in [(p["pod"], p["node"]) for p in out["pipelined"]]
+
+
+def test_validate_counts_pods_pipelined_in_an_evicted_pods_stead() -> None:
+    """An elastic gang (minMember 2) loses a running pod while its pending pod is pipelined: it
+    keeps two active pods, no violation; without the pipelined pod it keeps one."""
+    import clustergen as cg
+    from kai_cp.session import Session
+    from kai_cp.validate import eviction_violations
+    pods = [cg.pod(f"v-{i}", "v", gpus=1, phase="Running", node_name="n1", queue_name="q") for i in range(2)]
+    pods += [cg.pod("v-2", "v", gpus=1, queue_name="q"), cg.pod("p-0", "p", gpus=1, queue_name="q")]
+    doc = cg.snapshot([cg.node("n1", gpus=4)], [cg.queue("q")], pods,
+                      [cg.pod_group("v", "q", min_member=2), cg.pod_group("p", "q", priority_class="inference")])
+    state = build_cluster_state(load_snapshot_dict(doc))
+    job = state.jobs["v"]
+    running = [t for t in job.tasks if t.node]
+    pending = [t for t in job.tasks if not t.node][0]
+    s = Session.open(state)
+    s.evict(running[1], "preempt", "p", "m")
+    assert any("eviction left 1 pods < minMember 2" in v for v in eviction_violations(state, s))
+    s.place(pending, 0, pipelined=True)
+    assert eviction_violations(state, s) == []

@@ -61,8 +61,10 @@ class Policy(Protocol):
 
 
 def active_tasks(job: JobInfo, session: Session) -> list[TaskInfo]:
-    """Tasks of the snapshot still running (not evicted) in this cycle, in task order."""
-    return sorted((t for t in job.tasks if t.node is not None and t.status in ACTIVE_ALLOCATED
+    """Tasks of the snapshot still running (not evicted) in this cycle, in task order. A pod on
+    a node outside the snapshot (another node pool, a node that is gone) frees nothing here."""
+    index = session.state.table.index
+    return sorted((t for t in job.tasks if t.node in index and t.status in ACTIVE_ALLOCATED
                    and t.key not in session.evictions and t.key not in session.placements),
                   key=lambda t: t.order_key)
 
@@ -233,6 +235,8 @@ class JobSolver:
                 return r
         while vq:
             v = vq.pop()
+            if v is None:                 # victims left only in queues cut off from the tree
+                break
             cand = tasks_to_evict(v, self.session)
             if not cand:
                 continue
