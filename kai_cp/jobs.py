@@ -94,6 +94,7 @@ class JobInfo:
     topology_constraint: object = None
     pod_group: object = None
     scope: object = None                                   # kai_cp.topology.Scope when topology-constrained
+    stale_since: float | None = None                       # stale-podgroup-timestamp annotation (spec 6.6), epoch s
 
     @property
     def tasks(self) -> list[TaskInfo]:

@@ -157,17 +157,29 @@ class Session:
             p = self._log.pop()
             if isinstance(p, Eviction):
                 self._unevict(p)
-                continue
-            vec = p.vec
-            if p.gpu_groups:
-                self.shared.apply(p.node, p.gpu_groups,
-                                  task_memory(p.task.request, self.state.nodes[p.node].gpu_memory), p.ledger_pipelined, -1)
-            self.releasing[p.node] += p.from_releasing
-            self.idle[p.node] += vec - p.from_releasing
-            self.free[p.node] += vec
-            del self.placements[p.task.key]
-            self.added[(p.task.job, p.task.podset)] -= 1
-            self._account(p.task, p.node, -1)
+            else:
+                self._unplace(p)
+
+    def _unplace(self, p: Placement) -> None:
+        vec = p.vec
+        if p.gpu_groups:
+            self.shared.apply(p.node, p.gpu_groups,
+                              task_memory(p.task.request, self.state.nodes[p.node].gpu_memory), p.ledger_pipelined, -1)
+        self.releasing[p.node] += p.from_releasing
+        self.idle[p.node] += vec - p.from_releasing
+        self.free[p.node] += vec
+        del self.placements[p.task.key]
+        self.added[(p.task.job, p.task.podset)] -= 1
+        self._account(p.task, p.node, -1)
+
+    def unplace(self, task: TaskInfo) -> None:
+        """Undo one placement of this cycle, wherever it is in the log (an action after the
+        placing one takes it back, e.g. stale-gang eviction); the task stays Pending. Undoing
+        only adds back what the placement took, so the other operations stay exact. Checkpoints
+        taken after the placement shift by one: call it between statements, not inside one."""
+        p = self.placements[task.key]
+        del self._log[next(i for i in range(len(self._log) - 1, -1, -1) if self._log[i] is p)]
+        self._unplace(p)
 
     def convert_to_pipelined(self, job: JobInfo) -> None:
         """KAI's ConvertAllAllocatedToPipelined: the whole job waits for releasing resources (5.6)."""
