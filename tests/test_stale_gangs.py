@@ -361,3 +361,100 @@ def test_kai_stale_gang_scenario(path: Path, tmp_path: Path) -> None:
     verdict = check.check(scen, json.loads((tmp_path / "r.json").read_text()), stability=False,
                           strict_gpu_groups=False, mock_check=True, raw_unit=False)
     assert verdict.ok, verdict.render(verbose=True)
+
+
+# -- property: the decisions match KAI's rule, computed from the snapshot alone ----------------------
+
+from hypothesis import HealthCheck, event, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+PHASES = ("Running", "Pending", "Bound", "Failed", "Succeeded", "Releasing")
+
+
+@st.composite
+def stale_clusters(draw) -> dict:
+    pods, groups = [], []
+    for j in range(draw(st.integers(1, 4))):
+        name = f"j{j}"
+        n_sets = draw(st.integers(1, 2))
+        sets = ["default"] if n_sets == 1 else ["a", "b"]
+        mins = {s: draw(st.integers(1, 3)) for s in sets}
+        subs = None if n_sets == 1 else [{"name": s, "minMember": mins[s]} for s in sets]
+        extra = {}
+        if draw(st.integers(0, 4)) == 0:
+            extra["stalenessGracePeriod"] = draw(st.sampled_from(["-1s", "0s", "30s", "2m", "bad"]))
+        pg = stale_pg(name, min_member=sum(mins.values()), sub_groups=subs, spec_extra=extra,
+                      since=draw(st.sampled_from([None, ago(5), ago(45), ago(600), "garbage"])))
+        groups.append(pg)
+        for s in sets:
+            for i in range(draw(st.integers(0, 4))):
+                phase = draw(st.sampled_from(PHASES))
+                labels = {} if n_sets == 1 else {"kai.scheduler/subgroup-name": s}
+                p = pod(f"{name}-{s}-{i}", name, cpu="1", gpu=draw(st.integers(0, 1)), labels=labels,
+                        phase={"Bound": "Pending", "Releasing": "Running"}.get(phase, phase),
+                        node=None if phase == "Pending" else draw(st.sampled_from(["n1", "n2"])),
+                        deleting=phase == "Releasing")
+                pods.append(p)
+    grace = draw(st.sampled_from([None, -1, 0, 30, 60]))
+    return snapshot([node("n1", cpu="64", gpu=8), node("n2", cpu="4", gpu=1)], podgroups=groups, pods=pods,
+                    params=params(grace))
+
+
+def _expected(doc: dict, out: dict) -> tuple[dict[str, set[str]], dict[str, str | None]]:
+    """Per job: the pods KAI's rule evicts, and the annotation write (absent: none)."""
+    placed = {p["pod"] for p in out["binds"] + out["pipelined"]}
+    placed |= {w for j in out["staleJobs"] for w in j["withdrawn"]}
+    raw_grace = doc["schedulerParams"].get("globalDefaultStalenessGracePeriod", 0) / SECOND
+    evict: dict[str, set[str]] = {}
+    writes: dict[str, str | None] = {}
+    for pg in doc["rawObjects"]["podGroups"]:
+        name = pg["metadata"]["name"]
+        subs = pg["spec"].get("subGroups")
+        mins = {s["name"]: s["minMember"] for s in subs} if subs else {"default": pg["spec"]["minMember"]}
+        members = [p for p in doc["rawObjects"]["pods"] if p["metadata"]["annotations"]["pod-group-name"] == name]
+        active = {s: 0 for s in mins}
+        running = set()
+        succeeded = False
+        for p in members:
+            k = f"default/{p['metadata']['name']}"
+            s = p["metadata"]["labels"].get("kai.scheduler/subgroup-name", "default")
+            phase, on_node = p["status"]["phase"], bool(p["spec"].get("nodeName"))
+            succeeded |= phase == "Succeeded"
+            up = phase == "Running" or (phase == "Pending" and on_node)
+            active[s] += up or k in placed
+            if up and not p["metadata"].get("deletionTimestamp") and k not in placed:
+                running.add(k)
+        stale = not succeeded and sum(active.values()) > 0 and any(active[s] < m for s, m in mins.items())
+        ann = (pg["metadata"].get("annotations") or {}).get(STALE_ANNOTATION)
+        since = parse_rfc3339(ann) if ann else None
+        if not stale:
+            if ann is not None:
+                writes[name] = None
+            continue
+        if since is None:
+            writes[name] = rfc3339(NOW)
+        raw = pg["spec"].get("stalenessGracePeriod")
+        grace = {"-1s": -1, "0s": 0, "30s": 30, "2m": 120}.get(raw, raw_grace)
+        if grace >= 0 and NOW - (since if since is not None else NOW) >= grace:
+            evict[name] = running
+    return evict, writes
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=stale_clusters())
+def test_stale_gang_decisions_follow_kais_rule(doc: dict) -> None:
+    out = cycle(doc)
+    evict, writes = _expected(doc, out)
+    got: dict[str, set[str]] = {}
+    for e in out["evictions"]:
+        assert e["action"] == "stalegangeviction" and e["forPodGroup"] is None
+        assert e["message"].startswith("Workload doesn't meet the minimum required number of pods (")
+        assert e["message"].endswith(f", evicting remaining pod: {e['pod']}")
+        got.setdefault(e["podGroup"], set()).add(e["pod"])
+    assert got == {j: pods for j, pods in evict.items() if pods}
+    assert {w["podGroup"]: w["value"] for w in out["podGroupAnnotations"]} == writes
+    assert not {w for j in out["staleJobs"] for w in j["withdrawn"]} & {b["pod"] for b in out["binds"]}
+    event(f"evicted: {bool(out['evictions'])}")
+    event(f"annotation set: {any(w['value'] for w in out['podGroupAnnotations'])}")
+    event(f"annotation removed: {any(w['value'] is None for w in out['podGroupAnnotations'])}")
+    event(f"placed: {bool(out['binds'] or out['pipelined'])}")
