@@ -14,6 +14,7 @@ from kai_cp.actions.preemptors import ActionOutcome
 from kai_cp.gcpause import gc_paused
 from kai_cp.gpu_sharing import gpu_fraction
 from kai_cp.actions.allocate import GreedyResult, run_allocate
+from kai_cp.actions.stale_gangs import StaleOutcome, outcome_json, run_after_actions
 from kai_cp.reasons import unschedulable
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -38,6 +39,7 @@ class CycleSettings:
     seed: int = DEFAULT_SEED
     workers: int = DEFAULT_WORKERS
     log: bool = False
+    now: float | None = None          # the cycle's clock (epoch seconds) for time-based rules; None: time.time()
 
 
 @dataclass
@@ -54,6 +56,7 @@ class CycleResult:
     stats: dict[str, Any] = field(default_factory=dict)
     solver_log: str = ""
     actions: dict[str, ActionOutcome] = field(default_factory=dict)    # eviction actions' outcomes
+    stale: StaleOutcome | None = None     # stale-gang eviction's decisions (None: the action is not configured)
 
     def binds(self) -> list[dict]:
         out = []
@@ -90,6 +93,7 @@ class CycleResult:
             "binds": self.binds(),
             "pipelined": self.pipelined(),
             "evictions": self.evictions(),
+            **outcome_json(self.stale),
             "unschedulable": unschedulable(self.state, self.greedy, self.session, self.engine),
             "warnings": [w.to_json() for w in self.state.warnings],
         }
@@ -110,7 +114,12 @@ def pair_budget(state: ClusterState, greedy: GreedyResult, time_limit: float) ->
 
 def run_cycle(state: ClusterState, settings: CycleSettings = CycleSettings()) -> CycleResult:
     with gc_paused():
-        return _run(state, settings)
+        result = _run(state, settings)
+        # KAI's last action, on whichever session the cycle returns (greedy's or the decoded one).
+        t0 = time.perf_counter()
+        result.stale = run_after_actions(state, result.session, settings.now)
+        result.wall_seconds += time.perf_counter() - t0
+        return result
 
 
 def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
