@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from kai_cp.actions.pipeline import EVICTING, run_evictions
+from kai_cp.actions.allocate import run_allocate
+from kai_cp.actions.pipeline import HINT_WORK, run_evictions, run_greedy, unmodelled_evictions
+from kai_cp.actions.preemptors import Budget
 from kai_cp.actions.preemptors import ActionOutcome
 from kai_cp.gcpause import gc_paused
 from kai_cp.gpu_sharing import gpu_fraction
-from kai_cp.actions.allocate import GreedyResult, run_allocate
+from kai_cp.actions.allocate import GreedyResult
 from kai_cp.actions.stale_gangs import StaleOutcome, outcome_json, run_after_actions
 from kai_cp.reasons import unschedulable
 from kai_cp.session import Session
@@ -132,30 +134,40 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         from kai_cp.model.decode import decode
         from kai_cp.model.solve import solve
     t0 = time.perf_counter()
-    now = time.time()
-    greedy = run_allocate(state)
+    now = settings.now if settings.now is not None else time.time()
+    greedy = run_greedy(state, now, bounded=settings.engine == "cp-sat")
     t_greedy = time.perf_counter() - t0
     stats: dict[str, Any] = {"greedySeconds": round(t_greedy, 6)}
     if settings.engine == "greedy" or not state.config.may_allocate:
-        return _evict(CycleResult(state, greedy.session, greedy, "greedy" if settings.engine == "greedy" else "cp-sat",
-                                  "GREEDY" if settings.engine == "greedy" else "OPTIMAL", None, None,
-                                  time.perf_counter() - t0, settings, stats), now, t0)
+        return CycleResult(state, greedy.session, greedy, "greedy" if settings.engine == "greedy" else "cp-sat",
+                           "GREEDY" if settings.engine == "greedy" else "OPTIMAL", None, None,
+                           time.perf_counter() - t0, settings, stats, actions=greedy.actions)
+    full = greedy
+    fixed = unmodelled_evictions(greedy)
+    if fixed:
+        # The model cannot decide these evictions: it decides the allocation alone (from KAI's
+        # allocate as hint) and KAI's eviction actions then run on its answer; greedy's whole
+        # cycle stays the fallback.
+        stats["evictionsBy"] = f"greedy actions after the model ({fixed})"
+        greedy = run_allocate(state)
+        greedy.now = now
     t1 = time.perf_counter()
     try:
-        ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit))
+        ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit),
+                          evictions=not fixed)
     except OverflowError as e:   # objective range not exact in a double: keep greedy's decisions
         stats["fallbackReason"] = str(e)
-        return _evict(CycleResult(state, greedy.session, greedy, "greedy", "FALLBACK", None, None,
-                                  time.perf_counter() - t0, settings, stats), now, t0)
+        return CycleResult(state, full.session, full, "greedy", "FALLBACK", None, None,
+                           time.perf_counter() - t0, settings, stats, actions=full.actions)
     t_build = time.perf_counter() - t1
     greedy_objective = ctx.hinted_objective()
     proto = ctx.model.proto
     stats.update(buildSeconds=round(t_build, 6), variables=len(proto.variables), constraints=len(proto.constraints),
                  podClasses=len(ctx.classes), greedyObjective=greedy_objective)
     if not ctx.x:
-        return _evict(CycleResult(state, greedy.session, greedy, "cp-sat", "OPTIMAL", float(greedy_objective),
-                                  float(greedy_objective), time.perf_counter() - t0, settings,
-                                  {**stats, "solveSeconds": 0.0}), now, t0)
+        return CycleResult(state, full.session, full, "cp-sat", "OPTIMAL", float(greedy_objective),
+                           float(greedy_objective), time.perf_counter() - t0, settings,
+                           {**stats, "solveSeconds": 0.0}, actions=full.actions)
     # Keep back what decoding will take (it replays every placement), so the cycle ends in time.
     reserve = DECODE_RESERVE + DECODE_SECONDS_PER_POD * len(greedy.session.placements)
     budget = settings.time_limit - (time.perf_counter() - t0) - reserve
@@ -164,19 +176,13 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     stats["solveSeconds"] = round(outcome.wall_seconds, 6)
     stats["solverStatus"] = outcome.status
     if outcome.counts is None or outcome.objective is None or outcome.objective < greedy_objective:
-        return _evict(CycleResult(state, greedy.session, greedy, "greedy", "FALLBACK", float(greedy_objective),
-                                  outcome.bound, time.perf_counter() - t0, settings, stats, outcome.log), now, t0)
+        return CycleResult(state, full.session, full, "greedy", "FALLBACK", float(greedy_objective),
+                           outcome.bound, time.perf_counter() - t0, settings, stats, outcome.log, actions=full.actions)
     session = decode(ctx, outcome.counts)
-    return _evict(CycleResult(state, session, greedy, "cp-sat", outcome.status, outcome.objective, outcome.bound,
-                              time.perf_counter() - t0, settings, stats, outcome.log), now, t0)
-
-
-def _evict(result: CycleResult, now: float, t0: float) -> CycleResult:
-    """KAI's eviction actions after the allocation (2.1), on the session the allocation left."""
-    if not any(a in EVICTING for a in result.state.config.actions):
-        return result
-    t = time.perf_counter()
-    result.actions = run_evictions(result.state, result.session, now)
-    result.stats["evictSeconds"] = round(time.perf_counter() - t, 6)
-    result.wall_seconds = time.perf_counter() - t0
-    return result
+    actions: dict = {}
+    if fixed:
+        t = time.perf_counter()
+        actions = run_evictions(state, session, now, Budget(HINT_WORK))
+        stats["evictSeconds"] = round(time.perf_counter() - t, 6)
+    return CycleResult(state, session, greedy, "cp-sat", outcome.status, outcome.objective, outcome.bound,
+                       time.perf_counter() - t0, settings, stats, outcome.log, actions=actions)

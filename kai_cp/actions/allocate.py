@@ -41,10 +41,16 @@ class GreedyResult:
     session: Session
     order: list[str]
     outcomes: dict[str, JobOutcome]
+    actions: dict = field(default_factory=dict)     # eviction action -> ActionOutcome (actions/preemptors.py)
+    now: float = 0.0                                # the cycle's clock, for min-runtime protection
 
     @property
     def started_jobs(self) -> set[str]:
-        return {j for j, o in self.outcomes.items() if o.started}
+        """Jobs KAI's actions serve this cycle: allocated, or pipelined by an eviction action."""
+        out = {j for j, o in self.outcomes.items() if o.started}
+        for a in self.actions.values():
+            out |= set(a.solved)
+        return out
 
 
 def should_pipeline(job: JobInfo, session: Session) -> bool:

@@ -8,6 +8,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from kai_cp.model.base import ModelContext
+from kai_cp.model.evictions import freed_max
 
 
 PENALTY = 30    # per node that has to wait for releasing resources
@@ -20,6 +21,9 @@ class Pipelining:
         if len(ctx.pair_node) == 0:
             return
         releasing = ctx.free - ctx.idle
+        extra = freed_max(ctx)             # what evictions may free is released capacity too
+        if extra is not None:
+            releasing = releasing + extra
         vecs = np.stack([c.vec for c in ctx.classes])[ctx.pair_class]
         nodes = [n for n in np.unique(ctx.pair_node) if (releasing[n] > 0).any()]
         uses, weights = [], []
