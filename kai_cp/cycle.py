@@ -160,7 +160,7 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         return CycleResult(state, full.session, full, "greedy", "FALLBACK", None, None,
                            time.perf_counter() - t0, settings, stats, actions=full.actions)
     t_build = time.perf_counter() - t1
-    greedy_objective = ctx.hinted_objective()
+    greedy_objective = ctx.greedy_objective
     proto = ctx.model.proto
     stats.update(buildSeconds=round(t_build, 6), variables=len(proto.variables), constraints=len(proto.constraints),
                  podClasses=len(ctx.classes), greedyObjective=greedy_objective)
@@ -169,7 +169,9 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
                            float(greedy_objective), time.perf_counter() - t0, settings,
                            {**stats, "solveSeconds": 0.0}, actions=full.actions)
     # Keep back what decoding will take (it replays every placement), so the cycle ends in time.
-    reserve = DECODE_RESERVE + DECODE_SECONDS_PER_POD * len(greedy.session.placements)
+    pool = ctx.extensions.get("victim-pool")
+    victims = sum(len(u.tasks) for u in pool.units) if pool is not None else 0
+    reserve = DECODE_RESERVE + DECODE_SECONDS_PER_POD * (len(greedy.session.placements) + victims // 2)
     budget = settings.time_limit - (time.perf_counter() - t0) - reserve
     outcome = solve(ctx, budget, settings.seed, settings.workers, settings.log,
                     deterministic_limit=settings.time_limit * DETERMINISTIC_SHARE / max(1, settings.workers))

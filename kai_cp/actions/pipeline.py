@@ -50,10 +50,11 @@ def run_evictions(state: ClusterState, session: Session, now: float, budget: Bud
     return out
 
 
-# Simulated placements the eviction actions may make when they only hint the CP-SAT model (which
-# searches evictions itself): KAI's victim search is quadratic in a gang's size (6.2.2), ~15 s for
-# one 160-pod gang on this machine (bench/bench_evictions.py); the budget keeps the hint cheap.
-HINT_WORK = 20_000
+# Work (victims queued plus placements simulated) the eviction actions may do when they only hint
+# the CP-SAT model, which searches evictions itself: KAI's victim search is quadratic in a gang's
+# size (6.2.2), ~15 s for one 160-pod gang on this machine (bench/bench_evictions.py), and the
+# budget keeps the hint to ~0.1 s.
+HINT_WORK = 5_000
 
 
 def run_greedy(state: ClusterState, now: float, bounded: bool = False) -> GreedyResult:

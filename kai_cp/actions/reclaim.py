@@ -30,11 +30,18 @@ def queue_line(q: QueueInfo, allocated: dict[str, Fraction]) -> str:
             f"fair-share of {_vector_text(q.fair_share)} and queue priority of {q.priority}.")
 
 
-def reclaim_message(state: ClusterState, session: Session, victim: TaskInfo, preemptor: JobInfo) -> str:
-    """6.1 / 10.4: the victim's and the reclaimer's queues (at the level where they differ)."""
-    mine, theirs = leveled_queues(state, preemptor.queue, state.jobs[victim.job].queue)
-    return (f"Pod {victim.key} was preempted by workload {preemptor.namespace}/{preemptor.name}.\n"
-            f"{queue_line(theirs, session.allocated[theirs.name])}\n{queue_line(mine, session.allocated[mine.name])}")
+def reclaim_message(state: ClusterState, session: Session, victim: TaskInfo, preemptor: JobInfo,
+                    lines: dict | None = None) -> str:
+    """6.1 / 10.4: the victim's and the reclaimer's queues (at the level where they differ).
+    `lines` caches the queue lines for a batch of messages written at one moment."""
+    key = (preemptor.queue, state.jobs[victim.job].queue)
+    text = lines.get(key) if lines is not None else None
+    if text is None:
+        mine, theirs = leveled_queues(state, *key)
+        text = f"{queue_line(theirs, session.allocated[theirs.name])}\n{queue_line(mine, session.allocated[mine.name])}"
+        if lines is not None:
+            lines[key] = text
+    return f"Pod {victim.key} was preempted by workload {preemptor.namespace}/{preemptor.name}.\n{text}"
 
 
 class ReclaimPolicy:

@@ -226,6 +226,7 @@ class JobSolver:
         if not tasks:
             return None
         recorded: list[TaskInfo] = []
+        self._victims = self.policy.victim_jobs(preemptor)     # the same for every step (fresh queue each)
         start = s.checkpoint()
         for k in range(1, len(tasks) + 1):
             cp = s.checkpoint()
@@ -250,7 +251,9 @@ class JobSolver:
         """Scenarios in victim order until one works. The recorded victims are part of every
         scenario: evicted once here, not per scenario (same outcome, linear instead of quadratic)."""
         s = self.session
-        vq = VictimQueue(s, self.policy.victim_jobs(preemptor))
+        if self.budget is not None:
+            self.budget.spend(len(self._victims))
+        vq = VictimQueue(s, self._victims)
         rec = {t.key for t in recorded}
         sc = Scenario(recorded)
         base = self._feasible_base(tasks)

@@ -8,6 +8,7 @@ from kai_cp.actions.allocate import GreedyResult
 from kai_cp.model.anti_affinity import AntiAffinity
 from kai_cp.model.base import Concern, ModelContext
 from kai_cp.model.compaction import compact
+from kai_cp.model.eviction_hint import improve_hint
 from kai_cp.model.evictions import Evictions, VictimCost, build_pool, pending_keys
 from kai_cp.model.candidates import build_classes, greedy_class_nodes, pair_counts, select_pairs
 from kai_cp.model.gang import Gang
@@ -56,6 +57,13 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     shrink_lowest(ctx.levels, ctx.terms)
     if ctx.levels.max_so_far > SAFE_OBJECTIVE:
         raise OverflowError(f"objective range {ctx.levels.max_so_far} is not exact in a double")
+    for i, var in enumerate(ctx.x):                     # greedy's decisions, the complete hint
+        ctx.hint(var, ctx.greedy_counts.get(i, 0))
+    started = ctx.greedy.started_jobs
+    for job, var in ctx.starts.items():
+        ctx.hint(var, 1 if job in started else 0)
+    ctx.greedy_objective = ctx.hinted_objective()       # what the fallback is compared with
+    improve_hint(ctx)
     _hint(ctx)
     variables = [v for t in ctx.terms for v in t.variables]
     coefficients = [c for t in ctx.terms for c in t.coefficients]
@@ -65,11 +73,6 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
 
 
 def _hint(ctx: ModelContext) -> None:
-    """Hint every decision variable with greedy's placement (a complete, feasible hint)."""
-    for i, var in enumerate(ctx.x):
-        ctx.hint(var, ctx.greedy_counts.get(i, 0))
-    started = ctx.greedy.started_jobs
-    for job, var in ctx.starts.items():
-        ctx.hint(var, 1 if job in started else 0)
+    """Hint every decision variable: greedy's decisions, extended by improve_hint."""
     for var, value in ctx.hints.values():
         ctx.model.add_hint(var, value)

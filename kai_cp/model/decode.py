@@ -73,6 +73,7 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
         on_node.setdefault(p.node, []).append(state.jobs[p.task.job])
     for jobs in on_node.values():
         jobs.sort(key=lambda j: rank.get(j.name, 1 << 30))
+    lines: dict = {}
     for u, t in victims:
         ev = session.evictions[t.key]
         nodes = [ev.node] + [n for n in u.nodes if n != ev.node]
@@ -90,7 +91,7 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
             raise AssertionError(f"eviction of {t.key} has no preemptor placed on its nodes")
         action, job = pick
         ev.action, ev.for_job = action, job.name
-        ev.message = (reclaim_message(state, session, t, job) if action == "reclaim" else preempt_message(t, job))
+        ev.message = (reclaim_message(state, session, t, job, lines) if action == "reclaim" else preempt_message(t, job))
 
 
 def _assign(tasks: list, node_counts: list[tuple[int, int]], greedy_node: dict[str, int]) -> list[tuple]:

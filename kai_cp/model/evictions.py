@@ -174,15 +174,17 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
         q = state.queues[u.queue]
         in_quota = greedy.session.allocated[u.queue]["gpu"] <= q.deserved["gpu"] or q.deserved["gpu"] == -1
         u.cost = BASE_COST + QUOTA_COST * in_quota + max(0, min(PRIORITY_BANDS, u.priority // 50))
+    freeable = []                        # per unit, what it frees per node (computed once)
+    for u in units:
+        rows = [(n, sum(table.vector(t) for ts in by_ps.values() for t in ts)) for n, by_ps in u.node_tasks.items()]
+        freeable.append(rows)
     reach: dict[tuple[str, int], np.ndarray] = {}
     for q, p in set(pending):
         arr = np.zeros_like(table.allocatable)
-        for u in units:
+        for u, rows in zip(units, freeable):
             if (u.preempt and u.queue == q and u.priority < p) or (q in u.reclaimers):
-                for n, by_ps in u.node_tasks.items():
-                    for ts in by_ps.values():
-                        for t in ts:
-                            arr[n] += table.vector(t)
+                for n, vec in rows:
+                    arr[n] += vec
         if arr.any():
             reach[(q, p)] = arr
     return Pool(units, reach, reclaimers)
@@ -302,6 +304,8 @@ class Evictions:
             return
         # Gate 2 at each victim-side level the reclaimers do not share (3.7.2).
         alloc = ctx.greedy.session.allocated
+        allowances: list[tuple[dict[int, int], int]] = []
+        caps: dict[str, int] = {}
         for qname in gpu_terms:
             for level in state.queue_path(qname):
                 sub = self._subtree(state, level.name)
@@ -315,6 +319,7 @@ class Evictions:
                 worst = sum(c * (_ub(v)) for v, c, _ in terms)
                 if worst > room:
                     m.add(cp_model.LinearExpr.weighted_sum([v for v, _, _ in terms], [c for _, c, _ in terms]) <= room)
+                    allowances.append(({v.index: c for v, c, _ in terms}, room))
         # Reclaiming queues end within their fair share (GPUs x 100).
         from kai_cp.model.utilisation import pair_centi_gpus
         centi = pair_centi_gpus(ctx)
@@ -326,9 +331,12 @@ class Evictions:
             placed_greedy = sum(centi[i] * ctx.greedy_counts.get(i, 0) for i in idx)
             m.add(cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx], [centi[i] for i in idx])
                   <= fair - have + placed_greedy).only_enforce_if(rv)
+            caps[r] = fair - have + placed_greedy
         self._only_preemptors_use_freed(ctx, unit_vars, by_node_class, r_of)
+        ev_of = ctx.extensions.get("eviction-node", {})
         self._hint_reclaim(ctx, z, r_of)
         ctx.extensions["freed"] = freed
+        ctx.extensions["eviction-model"] = EvictionModel(z, r_of, allowances, caps, ev_of)
         ctx.extensions["eviction-units"] = unit_vars
         ctx.aux += [v for _, plan in unit_vars for _, v, _ in plan]
         ctx.extensions["eviction-costs"] = (costs_v, costs_c)
@@ -348,6 +356,7 @@ class Evictions:
                 mult = len(ts) if how == "all" else 1
                 per_node.setdefault(n, []).append((u, var, table.vector(ts[0]) * mult))
         started = ctx.greedy.started_jobs
+        ev_of = ctx.extensions.setdefault("eviction-node", {})
         for n, entries in per_node.items():
             pairs = by_node_class.get(n, [])
             # A job KAI's allocate did not place and that may evict nobody here stays off a node
@@ -356,7 +365,7 @@ class Evictions:
             outsiders = [i for i in pairs if ctx.classes[int(ctx.pair_class[i])].job.name not in started
                          and not any(_legal(u, ctx.classes[int(ctx.pair_class[i])].job) for u, _, _ in entries)]
             if outsiders:
-                ev = m.new_bool_var("")
+                ev = ev_of[n] = m.new_bool_var("")
                 for _, var, _ in entries:
                     m.add(var <= _ub(var) * ev)
                 for i in outsiders:
@@ -415,6 +424,16 @@ class Evictions:
             ctx.hint(var, 1 if any(k[0] == r and k in used and k in placed for k in z) else 0)
 
 
+@dataclass
+class EvictionModel:
+    """What the constructive hint (model/eviction_hint.py) must respect."""
+    z: dict                                    # (reclaiming queue, node) -> Boolean
+    r_of: dict                                 # reclaiming queue -> Boolean
+    allowances: list                           # ({var index: GPUs x 100}, room) per victim level
+    caps: dict                                 # reclaiming queue -> GPUs x 100 it may add
+    ev_of: dict                                # node -> "loses pods" Boolean (where outsiders are kept off)
+
+
 class VictimCost:
     """Fewest, then cheapest victims (a level between utilisation and KAI's order)."""
     name = "victims"
@@ -430,7 +449,8 @@ class VictimCost:
 
 
 def _ub(v: cp_model.IntVar) -> int:
-    return int(v.proto.domain[-1])
+    d = v.proto.domain            # (the proto's repeated field has no negative indexing)
+    return int(d[len(d) - 1])
 
 
 def freed_terms(ctx: ModelContext, n: int, col: int) -> tuple[list, list[int]]:
