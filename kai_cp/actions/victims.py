@@ -365,10 +365,24 @@ class JobSolver:
             else:
                 moved.append(t)
         solution = Solution(evicted, moved)
-        if self.policy.validate(preemptor, tasks, solution) is not None:
+        if self._breaks_a_gang(evicted) or self.policy.validate(preemptor, tasks, solution) is not None:
             s.rollback(cp)
             return None
         return solution
+
+    def _breaks_a_gang(self, evicted: list[TaskInfo]) -> bool:
+        """6.8: a gang loses its pods whole, or only pods above its minimum. A scenario whose
+        recorded victims (from the previous step) were partly re-placed on their own node could
+        otherwise leave a gang with fewer pods than its minimum."""
+        s = self.session
+        for name in {t.job for t in evicted}:
+            job = self.state.jobs[name]
+            for ps in job.podsets.values():
+                alive = sum(1 for t in ps.tasks if t.status in ACTIVE_ALLOCATED and t.node is not None
+                            and (t.key not in s.evictions or t.key in s.placements))
+                if 0 < alive < ps.min_available:
+                    return True
+        return False
 
     def _replace(self, job: JobInfo, feasible: np.ndarray) -> None:
         """Try to put a victim job's evicted pods back (pipelined): one allocation attempt of its
