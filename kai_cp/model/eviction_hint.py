@@ -48,6 +48,12 @@ def improve_hint(ctx: ModelContext) -> int:
     by_job: dict[str, list] = {}
     for c in ctx.classes:
         by_job.setdefault(c.job.name, []).append(c)
+    queue_centi: dict[str, int] = {}            # GPUs x 100 hinted per queue, kept in step
+    for i, x in enumerate(ctx.x):
+        k = val(x)
+        if k:
+            c = ctx.classes[int(ctx.pair_class[i])]
+            queue_centi[c.job.queue] = queue_centi.get(c.job.queue, 0) + 100 * int(c.gpus) * k
     added = 0
     for name in ctx.greedy.order:
         if name in started or name not in ctx.starts or val(ctx.starts[name]) or len(by_job.get(name, [])) != 1:
@@ -60,7 +66,8 @@ def improve_hint(ctx: ModelContext) -> int:
         need = max(1, ps.min_available - ps.active_allocated)
         if need > c.size:
             continue
-        plan = _plan(ctx, em, c, need, pairs_of[c.index], avail, on_node, allow_used, val)
+        plan = _plan(ctx, em, c, need, pairs_of[c.index], avail, on_node, allow_used, val,
+                     queue_centi.get(job.queue, 0))
         if plan is None:
             continue
         xs, ev, trial_avail, trial_allow = plan
@@ -68,6 +75,7 @@ def improve_hint(ctx: ModelContext) -> int:
         allow_used[:] = trial_allow
         for i, k in xs.items():
             ctx.hint(ctx.x[i], val(ctx.x[i]) + k)
+            queue_centi[job.queue] = queue_centi.get(job.queue, 0) + 100 * int(c.gpus) * k
         ctx.hint(ctx.starts[name], 1)
         pipeline_b = ctx.extensions.get("pipeline-b", {})
         for (var, n, reclaim), k in ev.items():
@@ -88,7 +96,8 @@ def val_by_index(ctx: ModelContext, index: int) -> int:
     return hit[1] if hit is not None else 0
 
 
-def _plan(ctx, em, c, need: int, pairs: list[int], avail: np.ndarray, on_node: dict, allow_used: list, val):
+def _plan(ctx, em, c, need: int, pairs: list[int], avail: np.ndarray, on_node: dict, allow_used: list, val,
+          have: int):
     """Pods per pair and evictions per unit variable, or None when the gang does not fit."""
     avail = avail.copy()
     allow = list(allow_used)
@@ -99,8 +108,6 @@ def _plan(ctx, em, c, need: int, pairs: list[int], avail: np.ndarray, on_node: d
     cap = em.caps.get(job.queue)
     cap_left = None
     if cap is not None:
-        have = sum(100 * int(ctx.classes[int(ctx.pair_class[i])].gpus) * val(ctx.x[i])
-                   for i in range(len(ctx.x)) if ctx.classes[int(ctx.pair_class[i])].job.queue == job.queue)
         cap_left = cap - have
     xs: dict[int, int] = {}
     ev: dict[tuple, int] = {}
