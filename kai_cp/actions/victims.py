@@ -62,7 +62,8 @@ class Policy(Protocol):
 
 def active_tasks(job: JobInfo, session: Session) -> list[TaskInfo]:
     """Tasks of the snapshot still running (not evicted) in this cycle, in task order."""
-    return sorted((t for t in job.tasks if t.node is not None and t.status in ACTIVE_ALLOCATED
+    index = session.state.table.index
+    return sorted((t for t in job.tasks if t.node in index and t.status in ACTIVE_ALLOCATED
                    and t.key not in session.evictions and t.key not in session.placements),
                   key=lambda t: t.order_key)
 
@@ -121,7 +122,9 @@ class VictimQueue:
         self.taken: dict[str, list[float]] = {}
         self._seq = 0
         for v in victims:
-            self.push(v)
+            q = state.queues.get(v.job.queue)
+            if q is not None and q.is_leaf:      # jobs of a parent queue are in no leaf: KAI never sees them
+                self.push(v)
 
     def push(self, v: Victim) -> None:
         self._seq += 1
@@ -273,6 +276,8 @@ class JobSolver:
         by_job: dict[str, list[TaskInfo]] = {}       # job -> its potential victim tasks
         while vq:
             v = vq.pop()
+            if v is None:
+                break
             cand = tasks_to_evict(v)
             if any(t.key in rec for t in cand):
                 rest = [t for t in v.tasks if t.key not in rec]
