@@ -275,7 +275,9 @@ def check_decisions(facts: Facts, decisions: dict[str, Any]) -> list[str]:
         if victim is None:
             out.append(f"{action}: evicts {key}, which belongs to no PodGroup")
             continue
-        evicted_by_group[pod.group] += 1
+        moved = pipelined.get(key)
+        if moved is None or moved.get("node") == pod.node:
+            evicted_by_group[pod.group] += 1      # a moved pod (pipelined elsewhere) keeps its gang whole
         if action not in ACTIONS:
             out.append(f"{key}: unknown eviction action {action!r}")
             continue

@@ -246,6 +246,7 @@ class Scheduler:
         self.last_cycle: dict[str, float] = {}
         self._last_input: tuple | None = None      # (cache generation, gated pods) of the last quiet cycle
         self._last_full = 0.0
+        self._stale_deadline: float | None = None  # when the earliest stale-gang grace period ends (epoch s)
 
     def may_write(self) -> bool:
         """Leading, with time left on the lease for a write to land (API timeout) before anyone else may lead."""
@@ -263,6 +264,8 @@ class Scheduler:
             return False
         if time.monotonic() - self._last_full >= self.args.idle_resync:
             return False
+        if self._stale_deadline is not None and time.time() >= self._stale_deadline:
+            return False      # a stale gang's grace period ended: the same input now decides an eviction
         return self._last_input == (self.cache.generation, frozenset(self.backoff.active_keys()))
 
     def cycle(self) -> dict:
@@ -287,6 +290,7 @@ class Scheduler:
         self.status.record(result, doc, applied, queue_objects=set(self.cache.informers["queues"].store))
         t3 = time.perf_counter()
         self._observe(result, doc, applied, t0, t1, t2, t3)
+        self._stale_deadline = result.stale.deadline if result.stale is not None else None
         if doc["binds"] or doc["evictions"] or doc["pipelined"]:
             self.last = (loaded, doc)
             self._last_input = None

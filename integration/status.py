@@ -219,7 +219,10 @@ class StatusWriter:
                       "uid": job.uid}
             placed_now = [t for t in job.tasks if t.key in applied_keys]
             allocated = sum(1 for t in job.tasks if t.status in ACTIVE_ALLOCATED) + len(placed_now)
-            self._annotations(futures, job, pg, placed_now, allocated)
+            self._annotations(futures, job, pg, placed_now, result.stale)
+            stale = result.stale.jobs.get(job.name) if result.stale is not None else None
+            if stale is not None and stale.event:
+                self.event(futures, pg_ref, "Normal", "StaleJob", stale.event)
             waiting = [t for t in job.waiting if t.key not in applied_keys]
             if not waiting:
                 continue
@@ -317,27 +320,31 @@ class StatusWriter:
                 self._pg_conditions.pop(uid, None)
         self._submit(("pgCondition", uid), "conditions", lambda: self.kube.patch(path, body), undo)
 
-    def _annotations(self, futures: list, job, pg, placed_now: list, allocated: int) -> None:
+    def _annotations(self, futures: list, job, pg, placed_now: list, stale_outcome) -> None:
+        """last-start-timestamp when the job started, and the stale-gang timestamp as the cycle's
+        stale-gang eviction decided it (set when the job became stale, removed when it is no
+        longer; untouched when the action is not configured). Written once until the cache shows
+        it: a cycle that still sees the old PodGroup must not move the stale time later."""
         if pg is None:
             return
         ann = pg.metadata.annotations or {}
         patch: dict[str, Any] = {}
         if placed_now:
             patch[LAST_START] = _now()
-        min_total = sum(ps.min_available for ps in job.podsets.values())
-        stale = 0 < allocated < min_total
+        decided = stale_outcome.jobs.get(job.name) if stale_outcome is not None else None
         uid = pg.metadata.uid or f"{pg.metadata.namespace}/{pg.metadata.name}"
         with self._lock:
             sent = self._stale_sent.get(uid)      # what was last sent, until the cache shows it
             if (STALE in ann) == sent:
                 self._stale_sent.pop(uid, None)
                 sent = None
-            if stale and STALE not in ann and sent is not True:
-                patch[STALE] = _now()
-                self._stale_sent[uid] = True
-            elif not stale and STALE in ann and sent is not False:
-                patch[STALE] = None
-                self._stale_sent[uid] = False
+            if decided is not None and decided.write:
+                if decided.annotation is not None and sent is not True:
+                    patch[STALE] = decided.annotation
+                    self._stale_sent[uid] = True
+                elif decided.annotation is None and sent is not False:
+                    patch[STALE] = None
+                    self._stale_sent[uid] = False
         if not patch:
             return
         path = object_path(PG_GV, "podgroups", pg.metadata.namespace, pg.metadata.name)

@@ -39,6 +39,22 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _instant(text: str) -> float:
+    """An RFC 3339 time with its offset (2025-01-01T12:00:00Z) or epoch seconds."""
+    from datetime import datetime
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        ts = datetime.fromisoformat(text)
+    except ValueError:
+        ts = None
+    if ts is None or ts.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"not an RFC 3339 time with offset (e.g. 2025-01-01T12:00:00Z): {text!r}")
+    return ts.timestamp()
+
+
 def _solver_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, default="cp-sat", help="decision engine (default cp-sat)")
     p.add_argument("--time-limit", type=_positive_float, default=DEFAULT_TIME_LIMIT,
@@ -47,6 +63,10 @@ def _solver_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=_positive_int, default=DEFAULT_WORKERS,
                    help=f"solver worker threads (default {DEFAULT_WORKERS}); fixed so decisions are reproducible")
     p.add_argument("-v", "--verbose", action="store_true", help="solver log and timings on stderr")
+    p.add_argument("--now", type=_instant, default=None, metavar="TIME",
+                   help="the cycle's clock for time-based rules (stale-gang grace period), RFC 3339 or epoch "
+                        "seconds, to replay a snapshot as of then; simulate advances it by schedulePeriod "
+                        "(default 1s) per cycle (default: the current time)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -70,7 +90,7 @@ def parser() -> argparse.ArgumentParser:
 def _settings(args: argparse.Namespace):
     from kai_cp.cycle import CycleSettings
     return CycleSettings(engine=args.engine, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
-                         log=args.verbose)
+                         log=args.verbose, now=args.now)
 
 
 def _load(path: str):

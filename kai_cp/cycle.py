@@ -9,11 +9,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from kai_cp.actions.pipeline import EVICTING, run_evictions
+from kai_cp.actions.allocate import run_allocate
+from kai_cp.actions.pipeline import HINT_WORK, run_evictions, run_greedy, unmodelled_evictions
+from kai_cp.actions.preemptors import Budget
 from kai_cp.actions.preemptors import ActionOutcome
 from kai_cp.gcpause import gc_paused
 from kai_cp.gpu_sharing import gpu_fraction
-from kai_cp.actions.allocate import GreedyResult, run_allocate
+from kai_cp.actions.allocate import GreedyResult
+from kai_cp.actions.stale_gangs import StaleOutcome, outcome_json, run_after_actions
 from kai_cp.reasons import unschedulable
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -38,6 +41,7 @@ class CycleSettings:
     seed: int = DEFAULT_SEED
     workers: int = DEFAULT_WORKERS
     log: bool = False
+    now: float | None = None          # the cycle's clock (epoch seconds) for time-based rules; None: time.time()
 
 
 @dataclass
@@ -54,6 +58,7 @@ class CycleResult:
     stats: dict[str, Any] = field(default_factory=dict)
     solver_log: str = ""
     actions: dict[str, ActionOutcome] = field(default_factory=dict)    # eviction actions' outcomes
+    stale: StaleOutcome | None = None     # stale-gang eviction's decisions (None: the action is not configured)
 
     def binds(self) -> list[dict]:
         out = []
@@ -90,6 +95,7 @@ class CycleResult:
             "binds": self.binds(),
             "pipelined": self.pipelined(),
             "evictions": self.evictions(),
+            **outcome_json(self.stale),
             "unschedulable": unschedulable(self.state, self.greedy, self.session, self.engine),
             "warnings": [w.to_json() for w in self.state.warnings],
         }
@@ -110,7 +116,12 @@ def pair_budget(state: ClusterState, greedy: GreedyResult, time_limit: float) ->
 
 def run_cycle(state: ClusterState, settings: CycleSettings = CycleSettings()) -> CycleResult:
     with gc_paused():
-        return _run(state, settings)
+        result = _run(state, settings)
+        # KAI's last action, on whichever session the cycle returns (greedy's or the decoded one).
+        t0 = time.perf_counter()
+        result.stale = run_after_actions(state, result.session, settings.now)
+        result.wall_seconds += time.perf_counter() - t0
+        return result
 
 
 def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
@@ -123,51 +134,57 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         from kai_cp.model.decode import decode
         from kai_cp.model.solve import solve
     t0 = time.perf_counter()
-    now = time.time()
-    greedy = run_allocate(state)
+    now = settings.now if settings.now is not None else time.time()
+    greedy = run_greedy(state, now, bounded=settings.engine == "cp-sat")
     t_greedy = time.perf_counter() - t0
     stats: dict[str, Any] = {"greedySeconds": round(t_greedy, 6)}
     if settings.engine == "greedy" or not state.config.may_allocate:
-        return _evict(CycleResult(state, greedy.session, greedy, "greedy" if settings.engine == "greedy" else "cp-sat",
-                                  "GREEDY" if settings.engine == "greedy" else "OPTIMAL", None, None,
-                                  time.perf_counter() - t0, settings, stats), now, t0)
+        return CycleResult(state, greedy.session, greedy, "greedy" if settings.engine == "greedy" else "cp-sat",
+                           "GREEDY" if settings.engine == "greedy" else "OPTIMAL", None, None,
+                           time.perf_counter() - t0, settings, stats, actions=greedy.actions)
+    full = greedy
+    fixed = unmodelled_evictions(greedy)
+    if fixed:
+        # The model cannot decide these evictions: it decides the allocation alone (from KAI's
+        # allocate as hint) and KAI's eviction actions then run on its answer; greedy's whole
+        # cycle stays the fallback.
+        stats["evictionsBy"] = f"greedy actions after the model ({fixed})"
+        greedy = run_allocate(state)
+        greedy.now = now
     t1 = time.perf_counter()
     try:
-        ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit))
+        ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit),
+                          evictions=not fixed)
     except OverflowError as e:   # objective range not exact in a double: keep greedy's decisions
         stats["fallbackReason"] = str(e)
-        return _evict(CycleResult(state, greedy.session, greedy, "greedy", "FALLBACK", None, None,
-                                  time.perf_counter() - t0, settings, stats), now, t0)
+        return CycleResult(state, full.session, full, "greedy", "FALLBACK", None, None,
+                           time.perf_counter() - t0, settings, stats, actions=full.actions)
     t_build = time.perf_counter() - t1
-    greedy_objective = ctx.hinted_objective()
+    greedy_objective = ctx.greedy_objective
     proto = ctx.model.proto
     stats.update(buildSeconds=round(t_build, 6), variables=len(proto.variables), constraints=len(proto.constraints),
                  podClasses=len(ctx.classes), greedyObjective=greedy_objective)
     if not ctx.x:
-        return _evict(CycleResult(state, greedy.session, greedy, "cp-sat", "OPTIMAL", float(greedy_objective),
-                                  float(greedy_objective), time.perf_counter() - t0, settings,
-                                  {**stats, "solveSeconds": 0.0}), now, t0)
+        return CycleResult(state, full.session, full, "cp-sat", "OPTIMAL", float(greedy_objective),
+                           float(greedy_objective), time.perf_counter() - t0, settings,
+                           {**stats, "solveSeconds": 0.0}, actions=full.actions)
     # Keep back what decoding will take (it replays every placement), so the cycle ends in time.
-    reserve = DECODE_RESERVE + DECODE_SECONDS_PER_POD * len(greedy.session.placements)
+    pool = ctx.extensions.get("victim-pool")
+    victims = sum(len(u.tasks) for u in pool.units) if pool is not None else 0
+    reserve = DECODE_RESERVE + DECODE_SECONDS_PER_POD * (len(greedy.session.placements) + victims // 2)
     budget = settings.time_limit - (time.perf_counter() - t0) - reserve
     outcome = solve(ctx, budget, settings.seed, settings.workers, settings.log,
                     deterministic_limit=settings.time_limit * DETERMINISTIC_SHARE / max(1, settings.workers))
     stats["solveSeconds"] = round(outcome.wall_seconds, 6)
     stats["solverStatus"] = outcome.status
     if outcome.counts is None or outcome.objective is None or outcome.objective < greedy_objective:
-        return _evict(CycleResult(state, greedy.session, greedy, "greedy", "FALLBACK", float(greedy_objective),
-                                  outcome.bound, time.perf_counter() - t0, settings, stats, outcome.log), now, t0)
+        return CycleResult(state, full.session, full, "greedy", "FALLBACK", float(greedy_objective),
+                           outcome.bound, time.perf_counter() - t0, settings, stats, outcome.log, actions=full.actions)
     session = decode(ctx, outcome.counts)
-    return _evict(CycleResult(state, session, greedy, "cp-sat", outcome.status, outcome.objective, outcome.bound,
-                              time.perf_counter() - t0, settings, stats, outcome.log), now, t0)
-
-
-def _evict(result: CycleResult, now: float, t0: float) -> CycleResult:
-    """KAI's eviction actions after the allocation (2.1), on the session the allocation left."""
-    if not any(a in EVICTING for a in result.state.config.actions):
-        return result
-    t = time.perf_counter()
-    result.actions = run_evictions(result.state, result.session, now)
-    result.stats["evictSeconds"] = round(time.perf_counter() - t, 6)
-    result.wall_seconds = time.perf_counter() - t0
-    return result
+    actions: dict = {}
+    if fixed:
+        t = time.perf_counter()
+        actions = run_evictions(state, session, now, Budget(HINT_WORK))
+        stats["evictSeconds"] = round(time.perf_counter() - t, 6)
+    return CycleResult(state, session, greedy, "cp-sat", outcome.status, outcome.objective, outcome.bound,
+                       time.perf_counter() - t0, settings, stats, outcome.log, actions=actions)

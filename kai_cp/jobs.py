@@ -95,6 +95,7 @@ class JobInfo:
     pod_group: object = None
     scope: object = None                                   # kai_cp.topology.Scope when topology-constrained
     last_start: float | None = None                        # kai.scheduler/last-start-timestamp, epoch seconds (6.7)
+    stale_since: float | None = None                       # stale-podgroup-timestamp annotation (spec 6.6), epoch s
 
     @property
     def tasks(self) -> list[TaskInfo]:

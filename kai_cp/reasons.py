@@ -60,9 +60,14 @@ def _pending_reasons(state: ClusterState, greedy: GreedyResult, session: Session
                    "KAI's order or to placing more gangs"]
     if not reasons:
         reasons = ["Unable to schedule podgroup"]
+    # Why no eviction helped (6.1): each eviction action's last word on the job.
+    for action, out in greedy.actions.items():
+        why = out.failed.get(job.name)
+        if why and not started:
+            reasons.append(why)
     if engine == "cp-sat" and not started:
         reasons.append("the CP-SAT model could not place it either without displacing jobs ahead of it in "
-                       "KAI's order or breaking a node, queue or gang constraint")
+                       "KAI's order or breaking a node, queue, gang or eviction rule")
     # Collapse repeats, keep order.
     seen: dict[str, int] = {}
     for r in reasons:

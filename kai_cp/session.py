@@ -213,6 +213,15 @@ class Session:
             else:
                 self._unplace(p)
 
+    def unplace(self, task: TaskInfo) -> None:
+        """Undo one placement of this cycle, wherever it is in the log (an action after the
+        placing one takes it back, e.g. stale-gang eviction); the task stays Pending. Undoing
+        only adds back what the placement took, so the other operations stay exact. Checkpoints
+        taken after the placement shift by one: call it between statements, not inside one."""
+        p = self.placements[task.key]
+        del self._log[next(i for i in range(len(self._log) - 1, -1, -1) if self._log[i] is p)]
+        self._unplace(p)
+
     def convert_to_pipelined(self, job: JobInfo) -> None:
         """KAI's ConvertAllAllocatedToPipelined: the whole job waits for releasing resources (5.6)."""
         for t in job.tasks:

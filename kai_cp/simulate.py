@@ -1,9 +1,11 @@
 """Several cycles in a row, applying each cycle's decisions to the in-memory cluster the way a
 cluster would react (interfaces.md section 3): bound pods run on their node, pipelined pods stay
-Pending, evicted pods return to Pending (or stay Releasing one cycle if their job is deleted)."""
+Pending, evicted pods return to Pending (or stay Releasing one cycle if their job is deleted),
+PodGroup annotations the cycle writes (stale-gang timestamps) are set on the PodGroup."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -54,7 +56,25 @@ def apply_decisions(loaded: LoadedSnapshot, result: CycleResult, gone: set[str] 
             pod.status = PodStatus(phase="Running")
         else:
             pod.status.phase = "Running"
+    if result.stale is not None:
+        _apply_annotations(raw.pod_groups, result.stale.annotations())
     return terminating
+
+
+def _apply_annotations(pod_groups, writes: list[dict]) -> None:
+    """What KAI's status updater patches on PodGroups at session close (spec 2.7), so the next
+    cycle reads it back (the stale-gang grace period spans cycles)."""
+    by_key = {(g.metadata.namespace or "default", g.metadata.name): g for g in pod_groups}
+    for w in writes:
+        pg = by_key.get((w["namespace"], w["podGroup"]))
+        if pg is None:
+            continue
+        annotations = dict(pg.metadata.annotations or {})
+        if w["value"] is None:
+            annotations.pop(w["annotation"], None)
+        else:
+            annotations[w["annotation"]] = w["value"]
+        pg.metadata.annotations = annotations
 
 
 def _now() -> datetime:
@@ -94,14 +114,26 @@ def pods_report(loaded: LoadedSnapshot, pipelined: dict[str, str]) -> list[dict[
     return out
 
 
+def schedule_period(loaded: LoadedSnapshot) -> float:
+    """Seconds between cycles on a given clock (`schedulerParams.schedulePeriod`, Go duration in
+    nanoseconds; KAI's default 1 s): with `--now` the simulated clock advances by it per cycle."""
+    params = loaded.snapshot.scheduler_params
+    value = params.get("schedulePeriod") if isinstance(params, dict) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return value / 1e9
+    return 1.0
+
+
 def simulate(loaded: LoadedSnapshot, cycles: int, settings: CycleSettings) -> tuple[dict[str, Any], dict[str, Any]]:
     """Returns (RESULT.json document, final snapshot document)."""
     outputs: list[dict[str, Any]] = []
     pipelined: dict[str, str] = {}
     gone: set[str] = set()
-    for _ in range(cycles):
+    period = schedule_period(loaded)
+    for i in range(cycles):
         state = build_cluster_state(loaded)
-        result = run_cycle(state, settings)
+        cycle_settings = settings if settings.now is None else replace(settings, now=settings.now + i * period)
+        result = run_cycle(state, cycle_settings)
         outputs.append(result.to_json())
         gone = apply_decisions(loaded, result, gone)
         pipelined = {p["pod"]: p["node"] for p in outputs[-1]["pipelined"]}

@@ -8,9 +8,10 @@ for jobs, a reason; nothing here raises on bad objects.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from dataclasses import dataclass, field, replace
 from datetime import datetime
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Iterable
 
@@ -37,6 +38,8 @@ from kai_cp.topology import TopologyTree, add_constraint, affinity_constraint, b
 
 POD_GROUP_ANNOTATION = "pod-group-name"
 LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
+STALE_ANNOTATION = "kai.scheduler/stale-podgroup-timestamp"
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
 GPU_GROUP_LABEL = "runai-gpu-group"
@@ -184,6 +187,30 @@ def _last_start(pg) -> tuple[float | None, str | None]:
     return t.timestamp(), None
 
 
+def parse_rfc3339(text: str) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time (as Go's time.RFC3339 reads it), else None."""
+    if not isinstance(text, str) or not _RFC3339.fullmatch(text):
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def _stale_since(pg, warnings: list | None) -> float | None:
+    """KAI reads the annotation back each cycle so the grace period spans cycles (spec 6.6); an
+    unparseable value counts as unset (and is replaced or removed at the end of the cycle)."""
+    raw = (pg.metadata.annotations or {}).get(STALE_ANNOTATION)
+    if not raw:
+        return None
+    value = parse_rfc3339(raw)
+    if value is None and warnings is not None:
+        warnings.append(ObjectWarning(f"PodGroup/{pg.metadata.namespace or 'default'}/{pg.metadata.name}",
+                                      f"metadata.annotations.{STALE_ANNOTATION}",
+                                      f"{raw!r} is not an RFC 3339 time; treated as unset"))
+    return value
+
+
 def _make_job(pg, queues: dict[str, QueueInfo], prio: dict[str, int], default_prio: int,
               trees: dict[str, TopologyTree], warnings: list[ObjectWarning]) -> JobInfo:
     spec = pg.spec
@@ -196,7 +223,8 @@ def _make_job(pg, queues: dict[str, QueueInfo], prio: dict[str, int], default_pr
     job = JobInfo(name=pg.metadata.name, namespace=pg.metadata.namespace or "default", uid=pg.metadata.uid or "",
                   queue=queue, priority=priority, preemptible=preemptible,
                   creation=ts_key(pg.metadata.creation_timestamp), podsets=podsets, problems=problems,
-                  topology_constraint=spec.topology_constraint if spec is not None else None, pod_group=pg)
+                  topology_constraint=spec.topology_constraint if spec is not None else None, pod_group=pg,
+                  stale_since=_stale_since(pg, warnings))
     job.last_start, bad_start = _last_start(pg)
     if bad_start:
         warnings.append(ObjectWarning(f"PodGroup/{job.namespace}/{job.name}",

@@ -41,10 +41,16 @@ class GreedyResult:
     session: Session
     order: list[str]
     outcomes: dict[str, JobOutcome]
+    actions: dict = field(default_factory=dict)     # eviction action -> ActionOutcome (actions/preemptors.py)
+    now: float = 0.0                                # the cycle's clock, for min-runtime protection
 
     @property
     def started_jobs(self) -> set[str]:
-        return {j for j, o in self.outcomes.items() if o.started}
+        """Jobs KAI's actions serve this cycle: allocated, or pipelined by an eviction action."""
+        out = {j for j, o in self.outcomes.items() if o.started}
+        for a in self.actions.values():
+            out |= set(a.solved)
+        return out
 
 
 def should_pipeline(job: JobInfo, session: Session) -> bool:
@@ -82,6 +88,8 @@ class Allocator:
         self.state = state
         self.session = session
         self.fitter = Fitter(state, session, growing)
+        self._failed: dict[tuple, tuple] = {}       # job shape -> (session log length, how it failed)
+        self._failure: tuple | None = None
         # In-cycle anti-affinity can only involve pods this cycle places: pending ones.
         self.anti = any(carries_anti_affinity(t) for t in state.tasks if t.status == PENDING)
 
@@ -123,15 +131,37 @@ class Allocator:
         if fail is not None:
             outcome.errors.append((fail.reason, fail.message))
             return False
+        shape = None
+        if mask is None and job.scope is None and not self.anti and not pipeline_only:
+            shape = self._shape(job, tasks)
+            hit = self._failed.get(shape)
+            if hit is not None and hit[0] == len(s._log):
+                # Nothing changed since a job of the same shape failed: it fails the same way.
+                i, placed_before, error, key = hit[1:]
+                task = tasks[i]
+                outcome.errors.append(("PodSchedulingErrors", gang_message(
+                    job, task, placed_before, s, error.replace(key, task.key))))
+                return False
         cp = s.checkpoint()
+        self._failure = None
         placed = (self._place_tasks(job, tasks, outcome, mask) if job.scope is None
                   else self._place_scope(job, job.scope, tasks, mask, None, outcome))
         if not placed:
             s.rollback(cp)
+            if shape is not None and self._failure is not None:
+                self._failed[shape] = (len(s._log),) + self._failure
             return False
         if pipeline_only or should_pipeline(job, s):
             s.convert_to_pipelined(job)
         return True
+
+    def _shape(self, job: JobInfo, tasks: list[TaskInfo]) -> tuple:
+        """What an attempt's outcome depends on, besides the session: queue, preemptibility, the
+        tasks' requests and constraints and the job's gang state."""
+        s = self.session
+        return (job.queue, job.preemptible, len(job.podsets), DEFAULT_PODSET in job.podsets,
+                tuple((ps.name, ps.min_available, s.active_allocated(job, ps.name)) for ps in job.podsets.values()),
+                tuple((t.request, t.predicate_key, t.nominated_node, t.podset) for t in tasks))
 
     def _place_tasks(self, job: JobInfo, tasks: list[TaskInfo], outcome: JobOutcome,
                      mask: np.ndarray | None = None, scores: np.ndarray | None = None) -> bool:
@@ -141,6 +171,7 @@ class Allocator:
         for task in tasks:
             error = self._place(job, task, last, mask, scores)
             if isinstance(error, str):
+                self._failure = (tasks.index(task), placed_in_podset.get(task.podset, 0), error, task.key)
                 msg = gang_message(job, task, placed_in_podset.get(task.podset, 0), self.session, error)
                 outcome.errors.append(("PodSchedulingErrors", msg))
                 return False

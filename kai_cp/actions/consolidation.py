@@ -61,9 +61,9 @@ def enabled(state: ClusterState) -> bool:
     return cfg.max_consolidation_preemptees != 0 and cfg.gpu_placement != "spread" and cfg.cpu_placement != "spread"
 
 
-def run_consolidation(state: ClusterState, session: Session) -> ActionOutcome:
+def run_consolidation(state: ClusterState, session: Session, budget=None) -> ActionOutcome:
     policy = ConsolidationPolicy(state, session)
     if not enabled(state):
         return ActionOutcome(ACTION)
     return run_action(state, session, policy, policy.eligible,
-                      [j for j in pending_jobs(state, session) if j.preemptible], per_queue_signatures=False)
+                      [j for j in pending_jobs(state, session) if j.preemptible], per_queue_signatures=False, budget=budget)

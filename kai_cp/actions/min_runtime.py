@@ -70,13 +70,18 @@ def protected(state: ClusterState, victim_job: JobInfo, action: Action, reclaime
     is not configured."""
     if victim_job.last_start is None or not state.config.min_runtime_enabled:
         return False
-    if action == "preempt":
-        runtime = preempt_min_runtime(state, victim_job.queue)
-    elif action == "reclaim":
-        runtime = reclaim_min_runtime(state, victim_job.queue, reclaimer_queue)
-    else:
-        raise ValueError(f"min-runtime applies to preempt and reclaim, not {action!r}")
-    return now < victim_job.last_start + float(runtime)
+    cache = state.__dict__.setdefault("_min_runtime", {})     # per (action, victim queue, reclaimer queue)
+    key = (action, victim_job.queue, reclaimer_queue if action == "reclaim" else None)
+    runtime = cache.get(key)
+    if runtime is None:
+        if action == "preempt":
+            runtime = preempt_min_runtime(state, victim_job.queue)
+        elif action == "reclaim":
+            runtime = reclaim_min_runtime(state, victim_job.queue, reclaimer_queue)
+        else:
+            raise ValueError(f"min-runtime applies to preempt and reclaim, not {action!r}")
+        runtime = cache[key] = float(runtime)
+    return now < victim_job.last_start + runtime
 
 
 def is_elastic(job: JobInfo) -> bool:

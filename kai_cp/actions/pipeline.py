@@ -6,7 +6,8 @@ from __future__ import annotations
 from kai_cp.actions import min_runtime
 from kai_cp.actions.consolidation import run_consolidation
 from kai_cp.actions.preempt import run_preempt
-from kai_cp.actions.preemptors import ActionOutcome
+from kai_cp.actions.allocate import GreedyResult, run_allocate
+from kai_cp.actions.preemptors import ActionOutcome, Budget
 from kai_cp.actions.reclaim import run_reclaim
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.session import Session
@@ -35,14 +36,43 @@ class RuntimeGuard:
         return None
 
 
-def run_evictions(state: ClusterState, session: Session, now: float) -> dict[str, ActionOutcome]:
+def run_evictions(state: ClusterState, session: Session, now: float, budget: Budget | None = None
+                  ) -> dict[str, ActionOutcome]:
     guard = RuntimeGuard(state, session, now)
     out: dict[str, ActionOutcome] = {}
     for action in state.config.actions:
         if action == "consolidation":
-            out[action] = run_consolidation(state, session)
+            out[action] = run_consolidation(state, session, budget)
         elif action == "reclaim":
-            out[action] = run_reclaim(state, session, guard)
+            out[action] = run_reclaim(state, session, guard, budget)
         elif action == "preempt":
-            out[action] = run_preempt(state, session, guard)
+            out[action] = run_preempt(state, session, guard, budget)
     return out
+
+
+# Work (victims queued plus placements simulated) the eviction actions may do when they only hint
+# the CP-SAT model, which searches evictions itself: KAI's victim search is quadratic in a gang's
+# size (6.2.2), ~15 s for one 160-pod gang on this machine (bench/bench_evictions.py), and the
+# budget keeps the hint to ~0.1 s.
+HINT_WORK = 5_000
+
+
+def run_greedy(state: ClusterState, now: float, bounded: bool = False) -> GreedyResult:
+    """KAI's actions in order: allocate, then the eviction actions on the session it leaves.
+    `bounded`: the eviction search stops after HINT_WORK simulated placements (as a hint)."""
+    greedy = run_allocate(state)
+    greedy.now = now
+    if any(a in EVICTING for a in state.config.actions):
+        greedy.actions = run_evictions(state, greedy.session, now, Budget(HINT_WORK) if bounded else None)
+    return greedy
+
+
+def unmodelled_evictions(greedy: GreedyResult) -> str | None:
+    """Evictions the CP-SAT model does not decide (it has no variables for moves or shared-GPU
+    victims): when greedy made one, its decisions are kept as they are."""
+    for e in greedy.session.evictions.values():
+        if e.action == "consolidation":
+            return "consolidation moves are decided by KAI's greedy action"
+        if e.task.request.is_shared_gpu:
+            return "evictions of shared-GPU pods are decided by KAI's greedy actions"
+    return None

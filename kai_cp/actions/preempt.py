@@ -15,6 +15,10 @@ from kai_cp.state import ClusterState
 ACTION = "preempt"
 
 
+def preempt_message(victim: TaskInfo, preemptor: JobInfo) -> str:
+    return f"Pod {victim.key} was preempted by higher priority workload {preemptor.namespace}/{preemptor.name}"
+
+
 class PreemptPolicy:
     action = ACTION
 
@@ -38,7 +42,7 @@ class PreemptPolicy:
         return out
 
     def message(self, victim: TaskInfo, preemptor: JobInfo) -> str:
-        return f"Pod {victim.key} was preempted by higher priority workload {preemptor.namespace}/{preemptor.name}"
+        return preempt_message(victim, preemptor)
 
     def validate(self, preemptor: JobInfo, tasks: list[TaskInfo], solution: Solution) -> str | None:
         return self.guard.elastic_ok(solution.victims, ACTION, preemptor.queue)
@@ -48,6 +52,6 @@ class PreemptPolicy:
                 f"{self.state.queues[preemptor.queue].label} would not make room for it")
 
 
-def run_preempt(state: ClusterState, session: Session, guard) -> ActionOutcome:
+def run_preempt(state: ClusterState, session: Session, guard, budget=None) -> ActionOutcome:
     policy = PreemptPolicy(state, session, guard)
-    return run_action(state, session, policy, policy.eligible, pending_jobs(state, session), per_queue_signatures=True)
+    return run_action(state, session, policy, policy.eligible, pending_jobs(state, session), per_queue_signatures=True, budget=budget)

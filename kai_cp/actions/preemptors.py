@@ -15,6 +15,23 @@ from kai_cp.session import Session
 from kai_cp.state import ClusterState
 
 
+class Budget:
+    """Work the eviction actions may still do (simulated placements), shared by the actions of one
+    cycle: a deterministic bound, so the same snapshot gives the same decisions."""
+
+    def __init__(self, work: int):
+        self.left = work
+
+    def spend(self, amount: int) -> None:
+        self.left -= amount
+        if self.left < 0:
+            raise BudgetSpent
+
+
+class BudgetSpent(Exception):
+    pass
+
+
 @dataclass
 class ActionOutcome:
     action: str
@@ -22,6 +39,7 @@ class ActionOutcome:
     failed: dict[str, str] = field(default_factory=dict)             # preemptor -> why no eviction helped
     attempts: int = 0
     skipped: int = 0
+    budget_spent: bool = False                                       # stopped early (hint mode)
 
 
 def signature(job: JobInfo) -> tuple:
@@ -81,14 +99,17 @@ class Representatives:
 
 
 def run_action(state: ClusterState, session: Session, policy: Policy, eligible: Callable[[JobInfo], str | None],
-               jobs: list[JobInfo], per_queue_signatures: bool) -> ActionOutcome:
+               jobs: list[JobInfo], per_queue_signatures: bool, budget: Budget | None = None) -> ActionOutcome:
     """One eviction action. `eligible(job)` says why a popped job may not be a preemptor now
     (None: it may), evaluated against the session as it is when the job's turn comes."""
     out = ActionOutcome(policy.action)
     jobs = within_queue_depth(jobs, state.config.queue_depth_per_action.get(policy.action), session)
     if not jobs:
         return out
-    solver = JobSolver(state, session, policy)
+    if budget is not None and budget.left <= 0:
+        out.budget_spent = True
+        return out
+    solver = JobSolver(state, session, policy, budget)
     reps = Representatives(per_queue_signatures)
     queue = JobQueue(session, jobs)
     while queue:
@@ -103,7 +124,12 @@ def run_action(state: ClusterState, session: Session, policy: Policy, eligible: 
             out.failed[job.name] = why
             continue
         out.attempts += 1
-        solution = solver.solve(job)
+        try:
+            solution = solver.solve(job)
+        except BudgetSpent:
+            out.budget_spent = True
+            out.failed[job.name] = f"{policy.action}: search stopped at its work budget (the model searches further)"
+            break
         if solution is None:
             out.failed[job.name] = policy.failure(job)
             reps.failed(job, session)

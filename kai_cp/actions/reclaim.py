@@ -30,6 +30,20 @@ def queue_line(q: QueueInfo, allocated: dict[str, Fraction]) -> str:
             f"fair-share of {_vector_text(q.fair_share)} and queue priority of {q.priority}.")
 
 
+def reclaim_message(state: ClusterState, session: Session, victim: TaskInfo, preemptor: JobInfo,
+                    lines: dict | None = None) -> str:
+    """6.1 / 10.4: the victim's and the reclaimer's queues (at the level where they differ).
+    `lines` caches the queue lines for a batch of messages written at one moment."""
+    key = (preemptor.queue, state.jobs[victim.job].queue)
+    text = lines.get(key) if lines is not None else None
+    if text is None:
+        mine, theirs = leveled_queues(state, *key)
+        text = f"{queue_line(theirs, session.allocated[theirs.name])}\n{queue_line(mine, session.allocated[mine.name])}"
+        if lines is not None:
+            lines[key] = text
+    return f"Pod {victim.key} was preempted by workload {preemptor.namespace}/{preemptor.name}.\n{text}"
+
+
 class ReclaimPolicy:
     action = ACTION
 
@@ -59,10 +73,7 @@ class ReclaimPolicy:
         return out
 
     def message(self, victim: TaskInfo, preemptor: JobInfo) -> str:
-        mine, theirs = leveled_queues(self.state, preemptor.queue, self.state.jobs[victim.job].queue)
-        s = self.session
-        return (f"Pod {victim.key} was preempted by workload {preemptor.namespace}/{preemptor.name}.\n"
-                f"{queue_line(theirs, s.allocated[theirs.name])}\n{queue_line(mine, s.allocated[mine.name])}")
+        return reclaim_message(self.state, self.session, victim, preemptor)
 
     def validate(self, preemptor: JobInfo, tasks: list[TaskInfo], solution: Solution) -> str | None:
         by_job: dict[str, list[TaskInfo]] = {}
@@ -82,6 +93,6 @@ class ReclaimPolicy:
                 f"within their fair shares")
 
 
-def run_reclaim(state: ClusterState, session: Session, guard) -> ActionOutcome:
+def run_reclaim(state: ClusterState, session: Session, guard, budget=None) -> ActionOutcome:
     policy = ReclaimPolicy(state, session, guard)
-    return run_action(state, session, policy, policy.eligible, pending_jobs(state, session), per_queue_signatures=True)
+    return run_action(state, session, policy, policy.eligible, pending_jobs(state, session), per_queue_signatures=True, budget=budget)

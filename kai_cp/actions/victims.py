@@ -133,7 +133,9 @@ class VictimQueue:
         self.taken: dict[str, list[float]] = {}
         self._seq = 0
         for v in victims:
-            self.push(v)
+            q = state.queues.get(v.job.queue)
+            if q is not None and q.is_leaf:      # jobs of a parent queue are in no leaf: KAI never sees them
+                self.push(v)
 
     def push(self, v: Victim) -> None:
         self._seq += 1
@@ -193,8 +195,36 @@ class VictimQueue:
                 cur[i] += vec[i]
 
 
+class _GpuFilter:
+    """Scenario filter 6.2.3 (c), kept as necessary conditions only (it never rejects a feasible
+    scenario): the step's whole GPUs must fit in what is free on feasible nodes plus what the
+    scenario's victims free, in total and for its largest pod. Updated per victim, O(1)."""
+
+    def __init__(self, solver: "JobSolver", tasks: list[TaskInfo], base: np.ndarray):
+        need = [t.request.gpus for t in tasks if t.request.gpus > 0 and not t.request.is_shared_gpu]
+        self.solver = solver
+        self.need, self.largest = sum(need), max(need, default=0)
+        self.free = np.where(base, solver.session.free[:, 2], 0).astype(np.int64)
+        self.total = int(self.free.sum())
+        self.best = int(self.free.max(initial=0))
+
+    def add(self, t: TaskInfo) -> None:
+        if not self.need:
+            return
+        n = self.solver.nodes[t.node]
+        g = int(self.solver.state.table.vector(t)[2])
+        if g:
+            self.free[n] += g
+            self.total += g
+            self.best = max(self.best, int(self.free[n]))
+
+    def ok(self) -> bool:
+        return self.total >= self.need and self.best >= self.largest
+
+
 class JobSolver:
-    def __init__(self, state: ClusterState, session: Session, policy: Policy):
+    def __init__(self, state: ClusterState, session: Session, policy: Policy, budget=None):
+        self.budget = budget
         self.state = state
         self.session = session
         self.policy = policy
@@ -211,28 +241,51 @@ class JobSolver:
             return None
         recorded: list[TaskInfo] = []
         self.pending = self._pending_jobs()
+        self._victims = self.policy.victim_jobs(preemptor)     # the same for every step (fresh queue each)
         start = s.checkpoint()
         for k in range(1, len(tasks) + 1):
             cp = s.checkpoint()
-            solution = self._solve_partial(preemptor, tasks[:k], recorded)
+            try:
+                solution = self._solve_partial(preemptor, tasks[:k], recorded)
+            except BaseException:
+                s.pipeline_only = False
+                s.rollback(start)
+                raise
             if solution is None:
                 s.rollback(start)
                 return None
             if k < len(tasks):
                 s.rollback(cp)
             recorded = solution.victims
+        for t in solution.victims:       # messages only for what is committed (they read queue state)
+            s.evictions[t.key].message = self.policy.message(t, preemptor)
         return solution
 
     # -- 6.2.3 --------------------------------------------------------------------------
     def _solve_partial(self, preemptor: JobInfo, tasks: list[TaskInfo], recorded: list[TaskInfo]) -> Solution | None:
-        vq = VictimQueue(self.session, self.policy.victim_jobs(preemptor))
+        """Scenarios in victim order until one works. The recorded victims are part of every
+        scenario: evicted once here, not per scenario (same outcome, linear instead of quadratic)."""
+        s = self.session
+        if self.budget is not None:
+            self.budget.spend(len(self._victims))
+        vq = VictimQueue(s, self._victims)
         rec = {t.key for t in recorded}
         sc = Scenario(recorded)
-        base_free = self._feasible_base(tasks)
-        if self._passes_filters(tasks, sc, base_free):
-            r = self._try(preemptor, tasks, sc, base_free)
+        base = self._feasible_base(tasks)
+        gate = _GpuFilter(self, tasks, base)
+        for t in recorded:
+            gate.add(t)
+        cp0 = s.checkpoint()
+        self._evict(recorded, preemptor)
+        feasible = base.copy()
+        for t in recorded:
+            feasible[self.nodes[t.node]] = True
+        if recorded and gate.ok():
+            r = self._simulate(preemptor, tasks, recorded, feasible)
             if r is not None:
                 return r
+        by_node: dict[str, list[str]] = {}           # node -> potential victim jobs with a task there
+        by_job: dict[str, list[TaskInfo]] = {}       # job -> its potential victim tasks
         while vq:
             v = vq.pop()
             if v is None:                 # victims left only in queues cut off from the tree
@@ -248,13 +301,19 @@ class JobSolver:
             if len(cand) < len(v.tasks):
                 vq.push(Victim(v.job, [t for t in v.tasks if t not in cand]))
             vq.took(cand)
+            for t in cand:
+                gate.add(t)
+                jobs = by_node.setdefault(t.node, [])
+                if t.job not in jobs:
+                    jobs.append(t.job)
+                by_job.setdefault(t.job, []).append(t)
             sc.potential += cand
-            sc.latest = cand
-            if not self._passes_filters(tasks, sc, base_free):
+            if not gate.ok():
                 continue
-            r = self._try(preemptor, tasks, sc, base_free)
+            r = self._try(preemptor, tasks, cand, by_node, by_job, recorded, feasible)
             if r is not None:
                 return r
+        s.rollback(cp0)
         return None
 
     def _feasible_base(self, tasks: list[TaskInfo]) -> np.ndarray:
@@ -264,63 +323,40 @@ class JobSolver:
             return np.ones(len(self.state.nodes), dtype=bool)
         return (s.free[:, 2] > 0) | (s.shared.best > 0)
 
-    def _passes_filters(self, tasks: list[TaskInfo], sc: Scenario, base: np.ndarray) -> bool:
-        """Pure pruning (6.2.3 (c), as necessary conditions only): the step's whole GPUs must fit
-        in what is free on feasible nodes plus what the scenario's victims would free."""
-        need = [t.request.gpus for t in tasks if t.request.gpus > 0 and not t.request.is_shared_gpu]
-        if not need:
-            return True
-        s = self.session
-        free = np.where(base, s.free[:, 2], 0).astype(np.int64)
-        for t in sc.recorded + sc.potential:
-            n = self.nodes[t.node]
-            if t.key not in s.evictions:
-                free[n] += self.state.table.vector(t)[2]
-        return int(free.sum()) >= sum(need) and int(free.max(initial=0)) >= max(need)
-
     # -- 6.2.4 --------------------------------------------------------------------------
-    def _try(self, preemptor: JobInfo, tasks: list[TaskInfo], sc: Scenario, base: np.ndarray) -> Solution | None:
+    def _try(self, preemptor: JobInfo, tasks: list[TaskInfo], latest: list[TaskInfo], by_node: dict[str, list[str]],
+             by_job: dict[str, list[TaskInfo]], recorded: list[TaskInfo], feasible: np.ndarray) -> Solution | None:
+        """One scenario per node of the latest victim: evict every potential victim job with a
+        pod on that node, then simulate."""
         s = self.session
-        cp = s.checkpoint()
-        self._evict(sc.recorded, preemptor)
-        feasible = base.copy()
-        for t in sc.recorded:
-            feasible[self.nodes[t.node]] = True
-        if not sc.latest:
-            if sc.recorded:
-                r = self._simulate(preemptor, tasks, sc.recorded, feasible)
-                if r is not None:
-                    return r
-            s.rollback(cp)
-            return None
         seen: list[str] = []
-        for t in sc.latest:
+        for t in latest:
             if t.node not in seen:
                 seen.append(t.node)
         for node in seen:
-            cp2 = s.checkpoint()
-            jobs_here = {t.job for t in sc.potential if t.node == node}
-            batch = [t for t in sc.potential if t.job in jobs_here]
+            cp = s.checkpoint()
+            batch = [t for j in by_node[node] for t in by_job[j]]
             self._evict(batch, preemptor)
             f = feasible.copy()
             for t in batch:
                 f[self.nodes[t.node]] = True
-            r = self._simulate(preemptor, tasks, sc.recorded + batch, f)
+            r = self._simulate(preemptor, tasks, recorded + batch, f)
             if r is not None:
                 return r
-            s.rollback(cp2)
-        s.rollback(cp)
+            s.rollback(cp)
         return None
 
     def _evict(self, tasks: list[TaskInfo], preemptor: JobInfo) -> None:
         for t in tasks:
             if t.key not in self.session.evictions:
-                self.session.evict(t, self.policy.action, preemptor.name, self.policy.message(t, preemptor))
+                self.session.evict(t, self.policy.action, preemptor.name, "")
 
     def _simulate(self, preemptor: JobInfo, tasks: list[TaskInfo], victims: list[TaskInfo],
                   feasible: np.ndarray) -> Solution | None:
         s = self.session
         cp = s.checkpoint()
+        if self.budget is not None:
+            self.budget.spend(len(tasks) + len(victims))
         victim_jobs: dict[str, list[TaskInfo]] = {}
         for t in victims:
             victim_jobs.setdefault(t.job, []).append(t)
@@ -355,7 +391,7 @@ class JobSolver:
             else:
                 moved.append(t)
         solution = Solution(evicted, moved)
-        if self.policy.validate(preemptor, tasks, solution) is not None:
+        if self._breaks_a_gang(evicted) or self.policy.validate(preemptor, tasks, solution) is not None:
             s.rollback(cp)
             return None
         return solution
@@ -367,6 +403,20 @@ class JobSolver:
         return [j for j in self.state.jobs.values()
                 if j.queue in queues and queues[j.queue].is_leaf
                 and any(t.key not in s.placements for ps in j.podsets.values() for t in ps.pending)]
+
+    def _breaks_a_gang(self, evicted: list[TaskInfo]) -> bool:
+        """6.8: a gang loses its pods whole, or only pods above its minimum. A scenario whose
+        recorded victims (from the previous step) were partly re-placed on their own node could
+        otherwise leave a gang with fewer pods than its minimum."""
+        s = self.session
+        for name in {t.job for t in evicted}:
+            job = self.state.jobs[name]
+            for ps in job.podsets.values():
+                alive = sum(1 for t in ps.tasks if t.status in ACTIVE_ALLOCATED and t.node is not None
+                            and (t.key not in s.evictions or t.key in s.placements))
+                if 0 < alive < ps.min_available:
+                    return True
+        return False
 
     def _replace(self, job: JobInfo, feasible: np.ndarray) -> None:
         """Try to put a victim job's evicted pods back (pipelined): one allocation attempt of its

@@ -67,6 +67,7 @@ class ModelContext:
     aux: list[cp_model.IntVar] = field(default_factory=list)            # other variables decode reads
     aux_values: dict[int, int] = field(default_factory=dict)            # var index -> solution value
     extensions: dict[str, object] = field(default_factory=dict)         # per-concern data for decode
+    greedy_objective: int = 0                                           # the objective of greedy's decisions
 
     def add_term(self, name: str, variables: list, coefficients: list[int]) -> None:
         if variables:

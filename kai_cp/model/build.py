@@ -8,6 +8,8 @@ from kai_cp.actions.allocate import GreedyResult
 from kai_cp.model.anti_affinity import AntiAffinity
 from kai_cp.model.base import Concern, ModelContext
 from kai_cp.model.compaction import compact
+from kai_cp.model.eviction_hint import improve_hint
+from kai_cp.model.evictions import Evictions, VictimCost, build_pool, pending_keys
 from kai_cp.model.candidates import build_classes, greedy_class_nodes, pair_counts, select_pairs
 from kai_cp.model.gang import Gang
 from kai_cp.model.fragmentation import Fragmentation
@@ -24,24 +26,27 @@ from kai_cp.model.utilisation import Utilisation
 from kai_cp.state import ClusterState
 
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
-CONSTRAINTS: tuple[Concern, ...] = (NodeCapacity(), Gang(), QueueQuota(), Topology(), AntiAffinity())
+CONSTRAINTS: tuple[Concern, ...] = (Evictions(), NodeCapacity(), Gang(), QueueQuota(), Topology(), AntiAffinity())
 OBJECTIVE_LEVELS: tuple[tuple[Concern, ...], ...] = (
     (KeepGreedyNodes(), Placement(), Pipelining(), Compactness(), GpuSharing(), Fragmentation()),   # soft preferences
     (Utilisation(),),
+    (VictimCost(),),
     (KaiOrder(),),
 )
 
 
 def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | None = None,
                 constraints: tuple[Concern, ...] = CONSTRAINTS,
-                levels: tuple[tuple[Concern, ...], ...] = OBJECTIVE_LEVELS) -> ModelContext:
+                levels: tuple[tuple[Concern, ...], ...] = OBJECTIVE_LEVELS, evictions: bool = True) -> ModelContext:
     classes = build_classes(state, greedy)
     greedy_nodes = compact(state, greedy, classes, greedy_class_nodes(greedy, classes))   # the hint
-    pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes, pair_budget, greedy_nodes)
+    pool = build_pool(state, greedy, pending_keys(classes)) if evictions else None
+    pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes, pair_budget, greedy_nodes, pool)
     model = cp_model.CpModel()
     ctx = ModelContext(state=state, greedy=greedy, model=model, classes=classes, pair_class=pair_class,
                        pair_node=pair_node, pair_ub=pair_ub, free=state.table.free, idle=state.table.idle)
     ctx.greedy_counts = pair_counts(pair_class, pair_node, greedy_nodes)
+    ctx.extensions["victim-pool"] = pool
     ctx.x = [model.new_bool_var("") if ub == 1 else model.new_int_var(0, int(ub), "") for ub in pair_ub.tolist()]
     for concern in constraints:
         concern.contribute(ctx)
@@ -52,6 +57,13 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     shrink_lowest(ctx.levels, ctx.terms)
     if ctx.levels.max_so_far > SAFE_OBJECTIVE:
         raise OverflowError(f"objective range {ctx.levels.max_so_far} is not exact in a double")
+    for i, var in enumerate(ctx.x):                     # greedy's decisions, the complete hint
+        ctx.hint(var, ctx.greedy_counts.get(i, 0))
+    started = ctx.greedy.started_jobs
+    for job, var in ctx.starts.items():
+        ctx.hint(var, 1 if job in started else 0)
+    ctx.greedy_objective = ctx.hinted_objective()       # what the fallback is compared with
+    improve_hint(ctx)
     _hint(ctx)
     variables = [v for t in ctx.terms for v in t.variables]
     coefficients = [c for t in ctx.terms for c in t.coefficients]
@@ -61,11 +73,6 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
 
 
 def _hint(ctx: ModelContext) -> None:
-    """Hint every decision variable with greedy's placement (a complete, feasible hint)."""
-    for i, var in enumerate(ctx.x):
-        ctx.hint(var, ctx.greedy_counts.get(i, 0))
-    started = ctx.greedy.started_jobs
-    for job, var in ctx.starts.items():
-        ctx.hint(var, 1 if job in started else 0)
+    """Hint every decision variable: greedy's decisions, extended by improve_hint."""
     for var, value in ctx.hints.values():
         ctx.model.add_hint(var, value)

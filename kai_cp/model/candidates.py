@@ -18,6 +18,7 @@ from kai_cp.actions.allocate import GreedyResult
 from kai_cp.mig import types_of
 from kai_cp.model.fragmentation import class_deltas
 from kai_cp.model.base import PodClass
+from kai_cp.model.evictions import reach_for
 from kai_cp.model.topology import allowed_nodes, grouping_level
 from kai_cp.state import ClusterState
 
@@ -118,7 +119,7 @@ def _whole_domains(nodes: np.ndarray, ub: np.ndarray, grouping, size: int, multi
 
 
 def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None = None,
-                 greedy_nodes: dict[int, list[int]] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 greedy_nodes: dict[int, list[int]] | None = None, pool=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Candidates with wide neighbourhoods while the model stays small, narrow ones beyond.
     Measured on fragmented clusters (bench/bench_fragmentation.py, one solver worker): wide 6x
     instead of 3x places more GPUs than greedy in 14 instead of 13 of 20 200-node seeds and
@@ -126,21 +127,23 @@ def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodCla
     and a 3x narrow model or a doubled pair budget leaves the solver too little time on the
     oversubscribed 1,000-node benchmark (bench/bench_cycle.py)."""
     ranked: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    wide = _select(state, greedy, classes, budget, greedy_nodes, CAPACITY_MULTIPLE, MIN_NODES_PER_CLASS, ranked)
+    wide = _select(state, greedy, classes, budget, greedy_nodes, CAPACITY_MULTIPLE, MIN_NODES_PER_CLASS, ranked, pool)
     if budget is None or len(wide[0]) <= WIDE_SHARE * budget:
         return wide
-    return _select(state, greedy, classes, budget, greedy_nodes, NARROW_MULTIPLE, 1, ranked)
+    return _select(state, greedy, classes, budget, greedy_nodes, NARROW_MULTIPLE, 1, ranked, pool)
 
 
 def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None,
             greedy_nodes: dict[int, list[int]] | None, multiple: float, min_nodes: int,
-            ranked_cache: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]]
+            ranked_cache: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]], pool=None
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(class index, node index, upper bound) per candidate pair.
 
     Classes of jobs greedy started come first (they must stay placeable), then the others in
     KAI's order, until `budget` pairs are used; past the budget a started class keeps only the
-    nodes greedy used for it and the others keep greedy's outcome (not placed).
+    nodes greedy used for it and the others keep greedy's outcome (not placed). A class that may
+    evict (model/evictions.py) counts what its legal victims free, ranked after nodes that fit
+    without evicting.
     """
     table = state.table
     free0 = table.free
@@ -159,15 +162,17 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
             continue
         best_effort = c.tasks[0].request.best_effort
         allowed = allowed_nodes(state, c.job, c.podset)
+        reach = reach_for(pool, c.job) if not c.tasks[0].request.is_shared_gpu else None
         key = (c.vec.tobytes(), c.tasks[0].predicate_key, best_effort, c.tasks[0].request.kind,
                c.tasks[0].request.gpu_portion, c.tasks[0].request.gpu_memory, c.tasks[0].request.devices,
-               None if allowed is None else allowed.tobytes())
+               None if allowed is None else allowed.tobytes(), None if reach is None else (c.job.queue, c.job.priority))
+        free_c = free0 if reach is None else free0 + reach
         cached = ranked_cache.get(key)
         if cached is None:
             static = state.predicates.mask(c.tasks[0].predicate_key) & types_of(state).mask(c.tasks[0].request)
             if allowed is not None:
                 static = static & allowed
-            ub = _per_node_bound(free0, c.vec) if not best_effort else np.full(len(state.nodes), 1 << 40)
+            ub = _per_node_bound(free_c, c.vec) if not best_effort else np.full(len(state.nodes), 1 << 40)
             if c.tasks[0].request.is_shared_gpu:
                 ub = np.minimum(ub, shared_bound(c.tasks[0].request, _ledger(state), free0))
             nodes = np.nonzero(static & (ub > 0))[0]
@@ -178,7 +183,8 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
             if frag is not None:      # least fragmentation first (model/fragmentation.py)
                 prim = np.where(np.isfinite(frag[nodes]), frag[nodes], 1e18)
             after = _per_node_bound(free_after[nodes], c.vec) if not best_effort else ub[nodes]
-            order = np.lexsort((nodes, prim, after <= 0))
+            without = _per_node_bound(free0[nodes], c.vec) if not best_effort else ub[nodes]
+            order = np.lexsort((nodes, prim, after <= 0, without <= 0))
             nodes = nodes[order]
             cached = ranked_cache[key] = (nodes, ub[nodes], np.cumsum(np.minimum(ub[nodes], 1 << 20)))
         nodes, ub, cum = cached
@@ -194,7 +200,7 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         if g:
             extra = np.setdiff1d(np.unique(g), chosen)
             chosen = np.concatenate([chosen, extra])
-        sel_ub = np.minimum(_per_node_bound(free0[chosen], c.vec) if not best_effort else np.full(len(chosen), c.size),
+        sel_ub = np.minimum(_per_node_bound(free_c[chosen], c.vec) if not best_effort else np.full(len(chosen), c.size),
                             c.size)
         if c.tasks[0].request.is_shared_gpu:
             sel_ub = np.minimum(sel_ub, shared_bound(c.tasks[0].request, _ledger(state), free0)[chosen])

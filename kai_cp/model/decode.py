@@ -8,12 +8,15 @@ import numpy as np
 from kai_cp.actions.allocate import should_pipeline
 from kai_cp.model.base import ModelContext
 from kai_cp.model.gpu_sharing import place_shared_chunk
+from kai_cp.actions.preempt import preempt_message
+from kai_cp.actions.reclaim import reclaim_message
 from kai_cp.session import Session
 
 
 def decode(ctx: ModelContext, counts: np.ndarray) -> Session:
     state = ctx.state
     session = Session.open(state)
+    victims = _evict(ctx, session, counts)
     per_class: dict[int, list[tuple[int, int]]] = {}
     for i in np.nonzero(counts)[0]:
         per_class.setdefault(int(ctx.pair_class[i]), []).append((int(ctx.pair_node[i]), int(counts[i])))
@@ -39,7 +42,56 @@ def decode(ctx: ModelContext, counts: np.ndarray) -> Session:
         job = state.jobs[job_name]
         if should_pipeline(job, session):
             session.convert_to_pipelined(job)
+    _attribute(ctx, session, victims)
     return session
+
+
+def _evict(ctx: ModelContext, session: Session, counts: np.ndarray) -> list:
+    """The model's evictions, first, so that what they free is there for the placements (which
+    then pipeline onto it). Among interchangeable victims the best in KAI's victim order go."""
+    out = []
+    for u, plan in ctx.extensions.get("eviction-units", []):
+        chosen = []
+        for ts, var, how in plan:
+            k = ctx.aux_values.get(var.index, 0)
+            if not k:
+                continue
+            chosen += ts if how == "all" else (ts[:k] if how == "first" else ts[len(ts) - k:])
+        for t in chosen:
+            session.evict(t, "", None, "")
+            out.append((u, t))
+    return out
+
+
+def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
+    """Each eviction's action and preemptor: a job placed on the victim's node (any of a gang
+    victim's nodes) that may take it, reclaim first, then preempt (KAI's action order)."""
+    state = ctx.state
+    rank = {j: r for r, j in enumerate(ctx.greedy.order)}
+    on_node: dict[int, list] = {}
+    for p in session.placements.values():
+        on_node.setdefault(p.node, []).append(state.jobs[p.task.job])
+    for jobs in on_node.values():
+        jobs.sort(key=lambda j: rank.get(j.name, 1 << 30))
+    lines: dict = {}
+    for u, t in victims:
+        ev = session.evictions[t.key]
+        nodes = [ev.node] + [n for n in u.nodes if n != ev.node]
+        pick = None
+        for n in nodes:
+            for j in on_node.get(n, []):
+                if j.queue in u.reclaimers:
+                    pick = ("reclaim", j)
+                    break
+                if u.preempt and j.queue == u.queue and j.priority > u.priority and pick is None:
+                    pick = ("preempt", j)
+            if pick is not None:
+                break
+        if pick is None:          # cannot happen with the model's justification constraints
+            raise AssertionError(f"eviction of {t.key} has no preemptor placed on its nodes")
+        action, job = pick
+        ev.action, ev.for_job = action, job.name
+        ev.message = (reclaim_message(state, session, t, job, lines) if action == "reclaim" else preempt_message(t, job))
 
 
 def _assign(tasks: list, node_counts: list[tuple[int, int]], greedy_node: dict[str, int]) -> list[tuple]:

@@ -25,6 +25,7 @@ from ortools.sat.python import cp_model
 
 from kai_cp.gpu_sharing import SharedLedger, new_group_id, task_memory
 from kai_cp.gpu_sharing_place import device_spread
+from kai_cp.model.evictions import freed_terms
 from kai_cp.model.base import ModelContext
 
 OPEN_WEIGHT = 25        # per device opened: above keeping greedy's node (20), so joining wins
@@ -139,7 +140,8 @@ class GpuSharing:
                         gpu_vars.append(ctx.x[i])
                         gpu_coef.append(int(c.gpus))
                     pod_vars.append(ctx.x[i])
-                m.add(cp_model.LinearExpr.weighted_sum(gpu_vars, gpu_coef) <= int(ctx.free[n, 2]))
+                fv, fc = freed_terms(ctx, n, 2)
+                m.add(cp_model.LinearExpr.weighted_sum(gpu_vars + fv, gpu_coef + [-c for c in fc]) <= int(ctx.free[n, 2]))
                 m.add(cp_model.LinearExpr.sum(pod_vars) <= max(int(ctx.free[n, 3]), 0))
                 terms_v += opens
                 terms_c += [OPEN_WEIGHT if spread else -OPEN_WEIGHT] * len(opens)

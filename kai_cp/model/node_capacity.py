@@ -8,6 +8,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from kai_cp.model.base import ModelContext
+from kai_cp.model.evictions import freed_terms
 
 
 class NodeCapacity:
@@ -21,13 +22,16 @@ class NodeCapacity:
         n_nodes = len(ctx.state.nodes)
         order = np.argsort(ctx.pair_node, kind="stable")
         bounds = np.searchsorted(ctx.pair_node[order], np.arange(n_nodes + 1))
+        freed = ctx.extensions.get("freed", {})
         for n in np.unique(ctx.pair_node):
             idx = order[bounds[n]:bounds[n + 1]]
-            if len(idx) < 2:
+            if len(idx) < 2 and n not in freed:
                 continue                      # a single pair is bounded by its own upper bound
             load = worst[idx].sum(axis=0)
             for r in np.nonzero(load > ctx.free[n])[0]:
                 coeffs = vecs[idx, r]
                 nz = coeffs > 0
-                ctx.model.add(cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx[nz]], coeffs[nz].tolist())
+                fv, fc = freed_terms(ctx, int(n), int(r))     # evictions add capacity (model/evictions.py)
+                ctx.model.add(cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx[nz]] + fv,
+                                                               coeffs[nz].tolist() + [-c for c in fc])
                               <= int(ctx.free[n, r]))

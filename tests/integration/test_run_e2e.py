@@ -210,3 +210,27 @@ def test_stale_gang_annotation_set_and_cleared(apiserver, shard, start_scheduler
     kube.delete(object_path("v1", "pods", shard, "s-0"), gracePeriodSeconds=0)
     wait_for(lambda: "kai.scheduler/stale-podgroup-timestamp" not in ann(), 15, what="stale annotation removed")
     assert sched.alive()
+
+
+def test_stale_gang_is_evicted_after_the_grace_period(apiserver, shard, start_scheduler):
+    """Past `--default-staleness-grace-period` (counted from the annotation, across cycles) the
+    stale gang's remaining pod is evicted; the pods that never ran are left alone."""
+    kube = apiserver.kube
+    _setup(kube, shard, nodes=1, gpus=2)
+    _gang(kube, shard, "s", 3, 1)            # needs 3 GPUs, the pool has 2
+    p = kube.get(object_path("v1", "pods", shard, "s-0"))
+    kube.create(object_path("v1", "pods", shard, "s-0", "binding"),
+                {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "s-0", "uid": p["metadata"]["uid"]},
+                 "target": {"apiVersion": "v1", "kind": "Node", "name": f"{shard}-n0"}})
+    sched = start_scheduler("--bind", "--default-staleness-grace-period=3s")
+    wait_ready(sched)
+    ann = lambda: kube.get(object_path(PG, "podgroups", shard, "s"))["metadata"].get("annotations") or {}  # noqa: E731
+    stamp = wait_for(lambda: ann().get("kai.scheduler/stale-podgroup-timestamp"), 15, what="stale annotation")
+    assert not kube.get(object_path("v1", "pods", shard, "s-0"))["metadata"].get("deletionTimestamp")
+    wait_for(lambda: kube.get(object_path("v1", "pods", shard, "s-0"))["metadata"].get("deletionTimestamp"), 20,
+             what="stale pod evicted")
+    assert ann().get("kai.scheduler/stale-podgroup-timestamp") == stamp
+    for name in ("s-1", "s-2"):
+        pod_now = kube.get(object_path("v1", "pods", shard, name))
+        assert not pod_now["metadata"].get("deletionTimestamp") and not pod_now["spec"].get("nodeName")
+    assert sched.alive()

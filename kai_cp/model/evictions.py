@@ -1,0 +1,484 @@
+"""Evictions in the model: reclaim and preempt decided together with the placements (spec 6).
+
+Running pods that may be evicted are aggregated before any variable exists:
+- single-pod jobs of the same queue, priority and request on the same node are one *pods* unit,
+  one count variable (how many of them leave the node);
+- every other job is a *job* unit: a Boolean for the whole gang and, when it is elastic, a count
+  per (PodSet, node) of surplus pods (the gang keeps its minimum or leaves whole).
+What a unit frees on a node adds to that node's capacity (node_capacity.py, pipeline.py,
+gpu_sharing.py read `freed_terms`); a pod placed on freed capacity is pipelined (decode).
+
+Which evictions are allowed (hard constraints):
+- only preemptible pods, not protected by their minimum runtime (protected elastic jobs only
+  lose surplus pods), never non-preemptible ones (6.1, 6.7);
+- preempt: a unit may leave a node only if a job of its own queue with strictly higher priority
+  places a pod on one of the unit's nodes (6.5);
+- reclaim: only if a job of another queue that reclaims places a pod there; a reclaiming queue
+  ends within its fair share (gates 1 and 3 where the reclaimer stays within its share), and each
+  victim queue level loses at most what takes it to its allocatable share (or its quota, for
+  quota reclaim) plus one chunk, KAI's test-before-subtract (gate 2, 3.7.2).
+Objective: a level of its own, below KAI's order and above utilisation: fewest pods evicted,
+then cheaper ones (over-quota queues before in-quota ones, lower priority first).
+
+Consolidation moves and shared-GPU victims are not modelled: a cycle whose greedy actions made
+one keeps greedy's decisions (actions/pipeline.py `unmodelled_evictions`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from kai_cp.actions import min_runtime
+from kai_cp.actions.allocate import GreedyResult
+from kai_cp.fairshare import allocatable
+from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
+from kai_cp.model.base import ModelContext
+from kai_cp.state import ClusterState
+
+NAME = "evictions"
+BASE_COST, QUOTA_COST, PRIORITY_BANDS = 10, 2, 3     # per pod: fewest first, then cheapest (< 2 x base)
+
+
+@dataclass(eq=False)
+class Unit:
+    index: int
+    kind: str                          # "pods" | "job"
+    queue: str
+    priority: int
+    tasks: list[TaskInfo]              # pods: best victim first; job: task order
+    node_tasks: dict[int, dict[str, list[TaskInfo]]]    # node -> podset -> tasks there
+    vec: np.ndarray                    # per pod (pods units)
+    centi: int                         # GPUs x 100 per pod (pods) or of the whole job (job)
+    chunk: int                         # largest reclaim chunk, GPUs x 100 (gate 2's slack)
+    preempt: bool = False
+    reclaim: bool = False
+    reclaimers: frozenset = frozenset()
+    whole: bool = True                 # the whole job may go (not protected)
+    surplus: dict[str, int] = field(default_factory=dict)   # podset -> pods above its minimum
+    cost: int = BASE_COST
+
+    @property
+    def nodes(self) -> list[int]:
+        return sorted(self.node_tasks)
+
+
+@dataclass
+class Pool:
+    units: list[Unit]
+    reach: dict[tuple[str, int], np.ndarray]          # (queue, priority) -> what evictions may free, per node
+    reclaimers: set[str]
+
+
+def _reclaim_ok_queues(state: ClusterState, greedy: GreedyResult, classes_queues: set[str]) -> set[str]:
+    """Queues that may reclaim: below their fair share in GPUs now (gate 1's spirit)."""
+    out = set()
+    for name in classes_queues:
+        q = state.queues.get(name)
+        if q is None or not q.is_leaf:
+            continue
+        if greedy.session.allocated[name]["gpu"] < q.fair_share["gpu"]:
+            out.add(name)
+    return out
+
+
+def _goes_first(state: ClusterState, greedy: GreedyResult, reclaimer: str, victim: str) -> bool:
+    """KAI's simulation re-places the victims' job before the preemptor when the victim's queue
+    comes first in queue order (3.8, 6.2.4): a victim then takes its place back and the reclaim
+    fails. So a queue of higher priority is only reclaimed from when it is over its fair share
+    in every resource (rule 1 puts it last)."""
+    v, r = state.queues[victim], state.queues[reclaimer]
+    alloc = greedy.session.allocated[victim]
+    over = all(v.fair_share[x] < alloc[x] for x in ("cpu", "memory", "gpu"))
+    return over or r.priority >= v.priority
+
+
+def _allowance(q, alloc: Fraction) -> int:
+    """Gate 2 without the chunk slack, GPUs x 100: how far above its allocatable share (or quota)."""
+    best = -1
+    a = allocatable(q.deserved["gpu"], q.limit["gpu"], q.fair_share["gpu"])
+    if a != -1 and alloc > a:
+        best = max(best, int((alloc - a) * 100))
+    if q.deserved["gpu"] != -1 and alloc > q.deserved["gpu"]:
+        best = max(best, int((alloc - q.deserved["gpu"]) * 100))
+    return best
+
+
+def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[str, int]]) -> Pool | None:
+    """The units and, per (queue, priority) of pending work, what evicting its legal victims frees."""
+    actions = state.config.actions
+    if "reclaim" not in actions and "preempt" not in actions:
+        return None
+    now = greedy.now
+    table = state.table
+    queues_with_work = {q for q, _ in pending}
+    reclaimers = _reclaim_ok_queues(state, greedy, queues_with_work) if "reclaim" in actions else set()
+    top_prio: dict[str, int] = {}
+    for q, p in pending:
+        top_prio[q] = max(top_prio.get(q, p), p)
+    allowance = {q: _allowance(v, greedy.session.allocated[q]["gpu"]) for q, v in state.queues.items()}
+    units: list[Unit] = []
+    pods_groups: dict[tuple, list[TaskInfo]] = {}
+    for job in state.jobs.values():
+        if not job.preemptible or job.queue not in state.queues:
+            continue
+        running = [t for t in job.tasks if t.status in ACTIVE_ALLOCATED and t.node is not None
+                   and t.node in table.index and not t.request.is_shared_gpu and t.key not in greedy.session.placements]
+        if not running:
+            continue
+        pre = "preempt" in actions and top_prio.get(job.queue, -1 << 30) > job.priority \
+            and min_runtime.filter_victim(state, job, "preempt", job.queue, now)
+        recl = frozenset(r for r in reclaimers if r != job.queue and _goes_first(state, greedy, r, job.queue)
+                         and min_runtime.filter_victim(state, job, "reclaim", r, now))
+        gpus = sum(t.request.gpus for t in running)
+        if not recl or gpus == 0 or allowance[job.queue] < 0:
+            recl = frozenset()
+        if not pre and not recl:
+            continue
+        single = len(job.tasks) == 1 and all(ps.min_available <= 1 for ps in job.podsets.values())
+        if single:
+            t = running[0]
+            key = (job.queue, job.priority, t.request, t.node, pre, recl)
+            pods_groups.setdefault(key, []).append(t)
+            continue
+        protected = {a: min_runtime.protected(state, job, a, r, now)
+                     for a, r in (("preempt", job.queue),) + tuple(("reclaim", r) for r in recl)}
+        whole = not any(protected.values())
+        surplus = {}
+        for ps in job.podsets.values():
+            n = sum(1 for t in running if t.podset == ps.name)
+            if n > ps.min_available:
+                surplus[ps.name] = n - ps.min_available
+        if not whole and not surplus:
+            continue
+        node_tasks: dict[int, dict[str, list[TaskInfo]]] = {}
+        for t in sorted(running, key=lambda t: t.order_key):
+            node_tasks.setdefault(table.index[t.node], {}).setdefault(t.podset, []).append(t)
+        per_pod = max((100 * t.request.gpus for t in running), default=0)
+        units.append(Unit(len(units), "job", job.queue, job.priority, running, node_tasks,
+                          np.zeros(0), 100 * gpus, 100 * gpus if whole else per_pod, pre, bool(recl), recl,
+                          whole, surplus))
+    for (queue, prio, _req, node, pre, recl), tasks in pods_groups.items():
+        # best victims first: reverse job order (newest, then name), as KAI's victim queue takes them
+        tasks = sorted(tasks, key=lambda t: (state.jobs[t.job].creation, t.job), reverse=True)
+        n = table.index[node]
+        vec = table.vector(tasks[0])
+        units.append(Unit(len(units), "pods", queue, prio, tasks, {n: {tasks[0].podset: tasks}}, vec,
+                          100 * tasks[0].request.gpus, 100 * tasks[0].request.gpus, pre, bool(recl), recl))
+    if not units:
+        return None
+    for u in units:
+        q = state.queues[u.queue]
+        in_quota = greedy.session.allocated[u.queue]["gpu"] <= q.deserved["gpu"] or q.deserved["gpu"] == -1
+        u.cost = BASE_COST + QUOTA_COST * in_quota + max(0, min(PRIORITY_BANDS, u.priority // 50))
+    freeable = []                        # per unit, what it frees per node (computed once)
+    for u in units:
+        rows = [(n, sum(table.vector(t) for ts in by_ps.values() for t in ts)) for n, by_ps in u.node_tasks.items()]
+        freeable.append(rows)
+    reach: dict[tuple[str, int], np.ndarray] = {}
+    for q, p in set(pending):
+        arr = np.zeros_like(table.allocatable)
+        for u, rows in zip(units, freeable):
+            if (u.preempt and u.queue == q and u.priority < p) or (q in u.reclaimers):
+                for n, vec in rows:
+                    arr[n] += vec
+        if arr.any():
+            reach[(q, p)] = arr
+    return Pool(units, reach, reclaimers)
+
+
+def _legal(u: Unit, job: JobInfo) -> bool:
+    """May this job's pods use what evicting unit u frees (preempt or reclaim)?"""
+    return (u.preempt and job.queue == u.queue and job.priority > u.priority) or job.queue in u.reclaimers
+
+
+class Evictions:
+    """Runs before node capacity: its variables free capacity the other constraints count."""
+    name = NAME
+
+    def contribute(self, ctx: ModelContext) -> None:
+        pool: Pool | None = ctx.extensions.get("victim-pool")
+        if pool is None or len(ctx.pair_node) == 0:
+            return
+        m = ctx.model
+        state = ctx.state
+        table = state.table
+        pair_nodes = set(ctx.pair_node.tolist())
+        by_node_class: dict[int, list[int]] = {}
+        for i, n in enumerate(ctx.pair_node.tolist()):
+            by_node_class.setdefault(n, []).append(i)
+        freed: dict[int, list[tuple[cp_model.IntVar, np.ndarray]]] = {}
+        unit_vars: list[tuple] = []              # (unit, evicted-pods expression parts, var list)
+        z: dict[tuple[str, int], cp_model.IntVar] = {}
+        r_of: dict[str, cp_model.IntVar] = {}
+        costs_v, costs_c = [], []
+        gpu_terms: dict[str, list[tuple[cp_model.IntVar, int]]] = {}   # victim queue -> reclaimable GPU terms
+        greedy_ev = ctx.greedy.session.evictions
+
+        def justification(u, nodes) -> list:
+            lits = []
+            for n in nodes:
+                for i in by_node_class.get(n, []):
+                    job = ctx.classes[int(ctx.pair_class[i])].job
+                    if u.preempt and job.queue == u.queue and job.priority > u.priority:
+                        lits.append(ctx.x[i])
+                for r in sorted(u.reclaimers):
+                    key = (r, n)
+                    if key not in z:
+                        xs = [ctx.x[i] for i in by_node_class.get(n, [])
+                              if ctx.classes[int(ctx.pair_class[i])].job.queue == r]
+                        if not xs:
+                            continue
+                        if r not in r_of:
+                            r_of[r] = m.new_bool_var("")
+                        zv = m.new_bool_var("")
+                        m.add(zv <= sum(xs))
+                        m.add(zv <= r_of[r])
+                        z[key] = zv
+                    lits.append(z[key])
+            return lits
+
+        for u in pool.units:
+            nodes = [n for n in u.nodes if n in pair_nodes]
+            if not nodes:
+                continue
+            lits = justification(u, u.nodes)
+            if not lits:
+                continue
+            if u.kind == "pods":
+                n = u.nodes[0]
+                k = m.new_int_var(0, len(u.tasks), "")
+                ctx.hint(k, sum(1 for t in u.tasks if t.key in greedy_ev))
+                m.add(k <= len(u.tasks) * sum(lits))
+                freed.setdefault(n, []).append((k, u.vec))
+                unit_vars.append((u, [(u.tasks, k, "first")]))
+                costs_v.append(k)
+                costs_c.append(u.cost)
+                if u.reclaim:
+                    gpu_terms.setdefault(u.queue, []).append((k, u.centi, u))
+                continue
+            evicted_all = all(t.key in greedy_ev for t in u.tasks)
+            y = m.new_bool_var("") if u.whole else None
+            if y is not None:
+                ctx.hint(y, 1 if evicted_all else 0)
+            parts = []
+            total_pods = []
+            plan = []
+            for n, by_ps in u.node_tasks.items():
+                for ps, ts in by_ps.items():
+                    vec = table.vector(ts[0])
+                    if u.surplus.get(ps):
+                        w = m.new_int_var(0, len(ts), "")
+                        ctx.hint(w, sum(1 for t in ts if t.key in greedy_ev))
+                        if y is not None:
+                            m.add(w >= len(ts) * y)
+                        parts.append((ps, w))
+                        freed.setdefault(n, []).append((w, vec))
+                        total_pods.append((w, 1))
+                        plan.append((ts, w, "last"))
+                    elif y is not None:
+                        freed.setdefault(n, []).append((y, vec * len(ts)))
+                        total_pods.append((y, len(ts)))
+                        plan.append((ts, y, "all"))
+            for ps, extra in u.surplus.items():
+                ws = [w for p, w in parts if p == ps]
+                minimum = state.jobs[u.tasks[0].job].podsets[ps].min_available
+                m.add(sum(ws) <= extra + (minimum * y if y is not None else 0))
+            if not total_pods:
+                continue
+            for v in {v for v, _ in total_pods}:
+                ub = len(u.tasks)
+                m.add(v <= ub * sum(lits))
+            unit_vars.append((u, plan))
+            for v, c in total_pods:
+                costs_v.append(v)
+                costs_c.append(u.cost * c)
+            if u.reclaim:
+                per_pod = u.centi // max(len(u.tasks), 1)
+                for v, c in total_pods:
+                    gpu_terms.setdefault(u.queue, []).append((v, per_pod * c, u))
+        if not unit_vars:
+            return
+        # Gate 2 at each victim-side level the reclaimers do not share (3.7.2).
+        alloc = ctx.greedy.session.allocated
+        allowances: list[tuple[dict[int, int], int]] = []
+        caps: dict[str, int] = {}
+        for qname in gpu_terms:
+            for level in state.queue_path(qname):
+                sub = self._subtree(state, level.name)
+                terms = [(v, c, u) for q in sub for (v, c, u) in gpu_terms.get(q, [])
+                         if not (u.reclaimers & sub)]
+                if not terms:
+                    continue
+                base = _allowance(level, alloc[level.name]["gpu"])
+                chunk = max(u.chunk for _, _, u in terms)
+                room = base + chunk if base >= 0 else 0
+                worst = sum(c * (_ub(v)) for v, c, _ in terms)
+                if worst > room:
+                    m.add(cp_model.LinearExpr.weighted_sum([v for v, _, _ in terms], [c for _, c, _ in terms]) <= room)
+                    allowances.append(({v.index: c for v, c, _ in terms}, room))
+        # Reclaiming queues end within their fair share (GPUs x 100).
+        from kai_cp.model.utilisation import pair_centi_gpus
+        centi = pair_centi_gpus(ctx)
+        for r, rv in r_of.items():
+            q = state.queues[r]
+            idx = [i for i in range(len(ctx.x)) if ctx.classes[int(ctx.pair_class[i])].job.queue == r]
+            fair = int(q.fair_share["gpu"] * 100)
+            have = int(alloc[r]["gpu"] * 100)
+            placed_greedy = sum(centi[i] * ctx.greedy_counts.get(i, 0) for i in idx)
+            m.add(cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx], [centi[i] for i in idx])
+                  <= fair - have + placed_greedy).only_enforce_if(rv)
+            caps[r] = fair - have + placed_greedy
+        self._only_preemptors_use_freed(ctx, unit_vars, by_node_class, r_of)
+        ev_of = ctx.extensions.get("eviction-node", {})
+        self._hint_reclaim(ctx, z, r_of)
+        ctx.extensions["freed"] = freed
+        ctx.extensions["eviction-model"] = EvictionModel(z, r_of, allowances, caps, ev_of)
+        ctx.extensions["eviction-units"] = unit_vars
+        ctx.aux += [v for _, plan in unit_vars for _, v, _ in plan]
+        ctx.extensions["eviction-costs"] = (costs_v, costs_c)
+
+    @staticmethod
+    def _only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, by_node_class: dict, r_of: dict) -> None:
+        """What a unit frees may only hold pods of jobs allowed to evict it: for each group of
+        units on a node with the same legal preemptors, every other pod placed there fits in the
+        node's free capacity plus what the other units free. A reclaiming queue's pods count as
+        legal only when the queue reclaims (r_R), so its fair-share cap applies."""
+        m = ctx.model
+        table = ctx.state.table
+        per_node: dict[int, list[tuple]] = {}
+        for u, plan in unit_vars:
+            for ts, var, how in plan:
+                n = table.index[ts[0].node]
+                mult = len(ts) if how == "all" else 1
+                per_node.setdefault(n, []).append((u, var, table.vector(ts[0]) * mult))
+        started = ctx.greedy.started_jobs
+        ev_of = ctx.extensions.setdefault("eviction-node", {})
+        for n, entries in per_node.items():
+            pairs = by_node_class.get(n, [])
+            # A job KAI's allocate did not place and that may evict nobody here stays off a node
+            # that loses pods: in KAI it could only have taken idle capacity before the eviction
+            # actions ran, so evicting here would make room for it, not for a preemptor.
+            outsiders = [i for i in pairs if ctx.classes[int(ctx.pair_class[i])].job.name not in started
+                         and not any(_legal(u, ctx.classes[int(ctx.pair_class[i])].job) for u, _, _ in entries)]
+            if outsiders:
+                ev = ev_of[n] = m.new_bool_var("")
+                for _, var, _ in entries:
+                    m.add(var <= _ub(var) * ev)
+                for i in outsiders:
+                    m.add(ctx.x[i] <= int(ctx.pair_ub[i]) * (1 - ev))
+                ctx.hint(ev, 1 if any(e.node == n for e in ctx.greedy.session.evictions.values()) else 0)
+            groups: dict[tuple, list] = {}
+            for u, var, vec in entries:
+                groups.setdefault((u.queue, u.priority if u.preempt else None, u.reclaimers), []).append((u, var, vec))
+            for (queue, prio, reclaimers), members in groups.items():
+                others = [(var, vec) for u, var, vec in entries if all(var is not v for _, v, _ in members)]
+                for r in np.nonzero(sum(vec for _, _, vec in members) > 0)[0]:
+                    lhs_v, lhs_c, relax_v, relax_c = [], [], [], []
+                    rec_load: dict[str, int] = {}
+                    for i in pairs:
+                        c = ctx.classes[int(ctx.pair_class[i])]
+                        amount = int(c.vec[r])
+                        if amount <= 0:
+                            continue
+                        if prio is not None and c.job.queue == queue and c.job.priority > prio:
+                            continue                 # a legal preemptor
+                        lhs_v.append(ctx.x[i])
+                        lhs_c.append(amount)
+                        if c.job.queue in reclaimers and c.job.queue in r_of:
+                            rec_load[c.job.queue] = rec_load.get(c.job.queue, 0) + amount * int(ctx.pair_ub[i])
+                    if not lhs_v:
+                        continue
+                    for q, load in rec_load.items():
+                        relax_v.append(r_of[q])
+                        relax_c.append(load)
+                    ov = [v for v, vec in others if vec[r] > 0]
+                    oc = [int(vec[r]) for v, vec in others if vec[r] > 0]
+                    m.add(cp_model.LinearExpr.weighted_sum(lhs_v + ov + relax_v, lhs_c + [-c for c in oc] + [-c for c in relax_c])
+                          <= int(ctx.free[n, r]))
+
+    @staticmethod
+    def _subtree(state: ClusterState, name: str) -> frozenset:
+        out, stack = set(), [name]
+        while stack:
+            q = stack.pop()
+            out.add(q)
+            stack += state.queues[q].children
+        return frozenset(out)
+
+    @staticmethod
+    def _hint_reclaim(ctx: ModelContext, z: dict, r_of: dict) -> None:
+        """z[R, n] = R placed a pod on n in greedy and greedy reclaimed there for one of R's jobs."""
+        s = ctx.greedy.session
+        used: set[tuple[str, int]] = set()
+        for e in s.evictions.values():
+            if e.action == "reclaim" and e.for_job in ctx.state.jobs:
+                used.add((ctx.state.jobs[e.for_job].queue, e.node))
+        placed = {(ctx.state.jobs[p.task.job].queue, p.node) for p in s.placements.values()}
+        for key, var in z.items():
+            ctx.hint(var, 1 if key in used and key in placed else 0)
+        for r, var in r_of.items():
+            ctx.hint(var, 1 if any(k[0] == r and k in used and k in placed for k in z) else 0)
+
+
+@dataclass
+class EvictionModel:
+    """What the constructive hint (model/eviction_hint.py) must respect."""
+    z: dict                                    # (reclaiming queue, node) -> Boolean
+    r_of: dict                                 # reclaiming queue -> Boolean
+    allowances: list                           # ({var index: GPUs x 100}, room) per victim level
+    caps: dict                                 # reclaiming queue -> GPUs x 100 it may add
+    ev_of: dict                                # node -> "loses pods" Boolean (where outsiders are kept off)
+
+
+class VictimCost:
+    """Fewest, then cheapest victims (a level between utilisation and KAI's order)."""
+    name = "victims"
+
+    def contribute(self, ctx: ModelContext) -> None:
+        costs = ctx.extensions.get("eviction-costs")
+        if not costs:
+            return
+        variables, weights = costs
+        scale = ctx.levels.scale
+        ctx.add_term(self.name, variables, [-w * scale for w in weights])
+        ctx.levels.added(sum(w * int(_ub(v)) for v, w in zip(variables, weights)) * scale)
+
+
+def _ub(v: cp_model.IntVar) -> int:
+    d = v.proto.domain            # (the proto's repeated field has no negative indexing)
+    return int(d[len(d) - 1])
+
+
+def freed_terms(ctx: ModelContext, n: int, col: int) -> tuple[list, list[int]]:
+    """Variables and coefficients of what evictions free on node n in one resource column."""
+    out_v, out_c = [], []
+    for v, vec in ctx.extensions.get("freed", {}).get(n, []):
+        c = int(vec[col])
+        if c:
+            out_v.append(v)
+            out_c.append(c)
+    return out_v, out_c
+
+
+def freed_max(ctx: ModelContext) -> np.ndarray | None:
+    """Per node and resource, the most evictions may free (for constraints that skip when safe)."""
+    freed = ctx.extensions.get("freed")
+    if not freed:
+        return None
+    out = np.zeros_like(ctx.free)
+    for n, terms in freed.items():
+        for v, vec in terms:
+            out[n] += vec * int(_ub(v))
+    return out
+
+
+def pending_keys(classes) -> list[tuple[str, int]]:
+    return sorted({(c.job.queue, c.job.priority) for c in classes})
+
+
+def reach_for(pool: Pool | None, job: JobInfo) -> np.ndarray | None:
+    return None if pool is None else pool.reach.get((job.queue, job.priority))

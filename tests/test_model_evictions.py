@@ -1,0 +1,140 @@
+"""Evictions decided by the CP-SAT model (kai_cp/model/evictions.py): who may be evicted, for whom,
+how many, and that the model evicts no more than KAI's greedy actions for the same jobs."""
+
+from __future__ import annotations
+
+import pytest
+
+from test_cycle import Cluster, cycle
+from kai_cp.validate import violations
+
+
+def evicted(out: dict) -> dict[str, tuple[str, str]]:
+    return {e["pod"]: (e["action"], e["forPodGroup"]) for e in out["evictions"]}
+
+
+def reclaim_cluster(nodes: int = 4, gang_pods: int = 2) -> dict:
+    """Every GPU held by 1-GPU jobs of queue `lender` (no quota); `borrower` deserves all GPUs and
+    waits with a gang of `gang_pods` pods of 8 GPUs (KAI's ReclaimLargeJobs, small)."""
+    c = Cluster().queue("lender", gpu=(0, -1, 0)).queue("borrower", gpu=(8 * nodes, -1, 1))
+    for n in range(nodes):
+        c.node(f"n{n}", gpus=8)
+        for g in range(8):
+            c.job(f"r{n}-{g}", "lender", running_on=[f"n{n}"])
+    c.job("big", "borrower", pods=gang_pods, gpus=8)
+    return c.doc()
+
+
+@pytest.mark.parametrize("engine", ["cp-sat", "greedy"])
+def test_reclaim_frees_whole_nodes_for_the_gang(engine: str) -> None:
+    res = cycle(reclaim_cluster(), engine)
+    out = res.to_json()
+    ev = evicted(out)
+    assert len(ev) == 16 and set(ev.values()) == {("reclaim", "big")}
+    piped = {p["pod"]: p["node"] for p in out["pipelined"]}
+    assert set(piped) == {"default/big-0", "default/big-1"}
+    # victims come from exactly the nodes the gang waits for
+    assert {e["node"] for e in out["evictions"]} == set(piped.values())
+    assert violations(res.state, res.session) == []
+    assert all("was preempted by workload default/big." in e["message"] for e in out["evictions"])
+
+
+def test_model_decides_the_reclaim_when_greedy_search_is_bounded() -> None:
+    """Past the greedy search's work budget (hint mode) the model finds the victims itself."""
+    res = cycle(reclaim_cluster(nodes=40, gang_pods=20), "cp-sat", time_limit=3.0)
+    out = res.to_json()
+    assert out["cycle"]["engine"] == "cp-sat"
+    assert len(out["evictions"]) == 160
+    assert len(out["pipelined"]) == 20
+    assert violations(res.state, res.session) == []
+
+
+def preempt_cluster() -> Cluster:
+    c = Cluster().queue("q", gpu=(4, -1, 1)).node("n0", gpus=4)
+    c.job("low-a", "q", gpus=2, running_on=["n0"], priority_class="train")
+    c.job("low-b", "q", gpus=2, running_on=["n0"], priority_class="train")
+    return c
+
+
+@pytest.mark.parametrize("engine", ["cp-sat", "greedy"])
+def test_preempt_takes_one_lower_priority_job_newest_first(engine: str) -> None:
+    c = preempt_cluster()
+    c.job("urgent", "q", gpus=2, priority_class="build")        # non-preemptible, priority 100
+    res = cycle(c.doc(), engine)
+    out = res.to_json()
+    assert evicted(out) == {"default/low-b-0": ("preempt", "urgent")}
+    assert "higher priority workload default/urgent" in out["evictions"][0]["message"]
+    assert violations(res.state, res.session) == []
+
+
+@pytest.mark.parametrize("engine", ["cp-sat", "greedy"])
+def test_no_preempt_for_a_job_of_the_same_priority(engine: str) -> None:
+    c = preempt_cluster()
+    c.job("peer", "q", gpus=2, priority_class="train")
+    out = cycle(c.doc(), engine).to_json()
+    assert out["evictions"] == []
+    assert any("preempt" in r for r in next(u["reasons"] for u in out["unschedulable"] if u["podGroup"] == "peer"))
+
+
+def test_freed_capacity_is_not_given_to_a_job_that_may_not_evict() -> None:
+    """One free GPU and a lower-priority victim: the high-priority job takes the free GPU; the model
+    must not evict the victim to make room for a same-priority job (KAI's allocate would have
+    given the free GPU to the high-priority job and nobody may preempt for the other)."""
+    c = Cluster().queue("q", gpu=(3, -1, 1)).node("n0", gpus=3)
+    c.job("low", "q", gpus=1, running_on=["n0"], priority_class="train")
+    c.job("keep", "q", gpus=1, running_on=["n0"], priority_class="build")
+    c.job("high", "q", gpus=1, priority_class="build")
+    c.job("peer", "q", gpus=1, priority_class="train")
+    out = cycle(c.doc(), "cp-sat").to_json()
+    assert out["evictions"] == []
+    assert {b["pod"] for b in out["binds"]} == {"default/high-0"}
+
+
+@pytest.mark.parametrize("engine", ["cp-sat", "greedy"])
+def test_non_preemptible_jobs_are_never_victims(engine: str) -> None:
+    c = Cluster().queue("lender", gpu=(0, -1, 0)).queue("borrower", gpu=(8, -1, 1)).node("n0", gpus=8)
+    c.job("np", "lender", pods=8, gpus=1, running_on=["n0"] * 8, priority_class="build")
+    c.job("want", "borrower", gpus=8)
+    out = cycle(c.doc(), engine).to_json()
+    assert out["evictions"] == [] and out["pipelined"] == []
+
+
+@pytest.mark.parametrize("engine", ["cp-sat", "greedy"])
+def test_a_queue_within_its_fair_share_keeps_its_pods(engine: str) -> None:
+    """Gate 2: `a` holds exactly its quota (4 of 8); `b` is over its own share but only `a`'s
+    pods would be left to take once `b` is drained: reclaim takes from `b`, never `a`."""
+    c = Cluster().queue("a", gpu=(4, -1, 1)).queue("b", gpu=(0, -1, 0)).queue("c", gpu=(4, -1, 1))
+    c.node("n0", gpus=4).node("n1", gpus=4)
+    for g in range(4):
+        c.job(f"a{g}", "a", running_on=["n0"])
+        c.job(f"b{g}", "b", running_on=["n1"])
+    c.job("want", "c", gpus=4)
+    res = cycle(c.doc(), engine)
+    out = res.to_json()
+    assert {p.split("/")[1][0] for p in evicted(out)} == {"b"}
+    assert len(evicted(out)) == 4
+    assert violations(res.state, res.session) == []
+
+
+def test_reclaimer_stays_within_its_fair_share() -> None:
+    """`c` deserves 8 GPUs of 16; its two 8-GPU jobs would take it to 16: only one reclaims."""
+    c = Cluster().queue("lender", gpu=(8, -1, 0)).queue("c", gpu=(8, -1, 0))
+    c.node("n0", gpus=8).node("n1", gpus=8)
+    for g in range(8):
+        c.job(f"l0-{g}", "lender", running_on=["n0"])
+        c.job(f"l1-{g}", "lender", running_on=["n1"])
+    c.job("one", "c", gpus=8).job("two", "c", gpus=8)
+    for engine in ("cp-sat", "greedy"):
+        out = cycle(c.doc(), engine).to_json()
+        assert len(out["evictions"]) == 8, engine
+        assert len({e["forPodGroup"] for e in out["evictions"]}) == 1, engine
+
+
+def test_cp_sat_evicts_no_more_than_greedy_for_the_same_jobs() -> None:
+    for doc in (reclaim_cluster(), preempt_cluster().job("urgent", "q", gpus=2, priority_class="build").doc()):
+        g = cycle(doc, "greedy").to_json()
+        m = cycle(doc, "cp-sat").to_json()
+        served = lambda out: {p["podGroup"] for p in out["binds"] + out["pipelined"]}     # noqa: E731
+        assert served(m) >= served(g)
+        if served(m) == served(g):
+            assert len(m["evictions"]) <= len(g["evictions"])
