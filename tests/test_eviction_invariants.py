@@ -16,8 +16,7 @@ and the JSON decisions, sharing no rule code with the engine, and by kai_cp.vali
 - gangs lose pods whole or only above their minimum; a job within its min-runtime
   (last-start annotation + queue or plugin min-runtime) is never a victim unless elastic, and
   then keeps its minimum;
-- cp-sat never evicts more pods than greedy when both start the same jobs: not yet true, see
-  CPSAT_MORE (an expected failure with its reproduction, to be lifted when cycle.py keeps it).
+- cp-sat never evicts more pods than greedy when both start the same jobs.
 """
 
 from __future__ import annotations
@@ -80,14 +79,8 @@ def test_eviction_invariants_hold_for_both_engines(doc: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# cp-sat never evicts more than greedy for the same started jobs -- not yet true
+# cp-sat never evicts more than greedy for the same started jobs
 # ------------------------------------------------------------------------------------------------
-
-CPSAT_MORE = ("cp-sat's allocation is followed by KAI's eviction actions on its session (kai_cp/cycle.py "
-              "_evict); when it starts the same jobs as greedy but leaves elastic pods pending, reclaim then "
-              "takes whole gangs for those pods (tests/fixtures/evictions/cpsat_evicts_more_than_greedy.json: "
-              "greedy evicts 2 pods, cp-sat 4)")
-
 
 def evictions_if_same_starts(doc: dict[str, Any]) -> tuple[int, int] | None:
     raw = Raw(doc)
@@ -97,8 +90,9 @@ def evictions_if_same_starts(doc: dict[str, Any]) -> tuple[int, int] | None:
     return len(g_out["evictions"]), len(c_out["evictions"])
 
 
-@pytest.mark.xfail(strict=True, reason=CPSAT_MORE)
 def test_cpsat_evicts_no_more_than_greedy_on_the_known_case() -> None:
+    """Before the CP-SAT eviction model, greedy evicted 2 pods here and cp-sat (its allocation
+    followed by KAI's actions) 4, for the same started jobs."""
     doc = json.loads((FIXTURES / "cpsat_evicts_more_than_greedy.json").read_text())
     counts = evictions_if_same_starts(doc)
     assert counts is not None
@@ -106,7 +100,6 @@ def test_cpsat_evicts_no_more_than_greedy_on_the_known_case() -> None:
     assert cpsat_n <= greedy_n, counts
 
 
-@pytest.mark.xfail(strict=False, reason=CPSAT_MORE + "; generated clusters hit it only now and then")
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=contended_clusters())
 def test_cpsat_evicts_no_more_than_greedy_when_both_start_the_same_jobs(doc: dict[str, Any]) -> None:

@@ -17,9 +17,7 @@ Stale-gang eviction is the exception by design: a pod of a gang below its minimu
 (and recreated) each time the gang is stale again, so stale-gang evictions are left out of the
 count (they are tested by the stale-gang scenarios themselves).
 
-Both engines, cp-sat with a 0.3 s time limit per cycle. cp-sat can still loop on generated
-clusters (CPSAT_LOOP: an expected failure with its reproduction, to be lifted when the cycle
-keeps reclaimed resources for the reclaimer).
+Both engines, cp-sat with a 0.3 s time limit per cycle.
 """
 
 from __future__ import annotations
@@ -31,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, assume, event, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 
 from clustergen import contended_clusters
+from eviction_checks import RECLAIM_007_CPSAT_LOOP
 from kai_cp.cycle import CycleSettings, run_cycle
 from kai_cp.loader import load_snapshot_dict
 from kai_cp.simulate import simulate
@@ -69,8 +68,17 @@ def loop_errors(doc: dict[str, Any], engine: str, time_limit: float = 0.3) -> tu
     return errors, cycles
 
 
-@pytest.mark.parametrize("engine", ["greedy", "cp-sat"])
-@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def _scenario_params() -> list:
+    out = []
+    for p in SCENARIOS:
+        for engine in ("greedy", "cp-sat"):
+            marks = [pytest.mark.xfail(strict=True, reason=RECLAIM_007_CPSAT_LOOP)] \
+                if engine == "cp-sat" and p.stem == "integration_tests.reclaim.reclaim_test__007" else []
+            out.append(pytest.param(p, engine, marks=marks, id=f"{p.stem}-{engine}"))
+    return out
+
+
+@pytest.mark.parametrize("path,engine", _scenario_params())
 def test_scenario_does_not_loop(path: Path, engine: str) -> None:
     snap, _ = build_snapshot.build(json.loads(path.read_text()))
     errors, _ = loop_errors(snap, engine)
@@ -82,15 +90,9 @@ def first_cycle_evicts(doc: dict[str, Any], engine: str) -> bool:
     return bool(run_cycle(state, CycleSettings(engine=engine, time_limit=0.3, seed=0)).session.evictions)
 
 
-CPSAT_LOOP = ("cp-sat's allocation hands the GPUs reclaim freed for a queue below its fair share to the "
-              "recreated victim of a queue at or over its fair share (it starts more jobs that way), and reclaim "
-              "evicts again next cycle (tests/fixtures/evictions/cpsat_reclaim_loop.json: q00 has fair share 0, "
-              "q10 6; run7-0 and pend2-0 are evicted in turn for pend1 every cycle); greedy follows KAI's queue "
-              "order and settles")
-
-
-@pytest.mark.xfail(strict=True, reason=CPSAT_LOOP)
 def test_cpsat_does_not_loop_on_the_known_case() -> None:
+    """A cluster where cp-sat looped before the CP-SAT eviction model (its allocation gave the GPUs
+    reclaim freed for q10, below its fair share, to q00's recreated victim every cycle)."""
     doc = json.loads((FIXTURES / "cpsat_reclaim_loop.json").read_text())
     assert loop_errors(doc, "greedy")[0] == []
     assert loop_errors(doc, "cp-sat")[0] == []
@@ -103,9 +105,7 @@ def test_generated_contended_cluster_does_not_loop(doc: dict[str, Any]) -> None:
     check_generated(doc, "greedy")
 
 
-@pytest.mark.xfail(strict=False, reason=CPSAT_LOOP + "; generated clusters hit it only now and then")
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-          phases=[Phase.explicit, Phase.reuse, Phase.generate])          # no shrinking: the case is known
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(doc=contended_clusters())
 def test_generated_contended_cluster_does_not_loop_with_cpsat(doc: dict[str, Any]) -> None:
     check_generated(doc, "cp-sat")
