@@ -156,7 +156,8 @@ def leveled(raw: Raw, reclaimer: str, victim: str) -> str:
     return theirs[min(len(mine), len(theirs)) - 1]
 
 
-def gate2_errors(raw: Raw, out: dict[str, Any], commits: list[tuple[str, str, list[str]]]) -> list[str]:
+def gate2_errors(raw: Raw, out: dict[str, Any], commits: list[tuple[str, str, list[str]]],
+                 ordered: bool = True) -> list[str]:
     """For every reclaimer R and every queue V_lvl it took from (at the level where R's and the
     victim's branches meet): the last chunk taken from V_lvl was tested against
     frozen(V_lvl) - (all of R's chunks from V_lvl) + that chunk, which therefore exceeds
@@ -192,7 +193,7 @@ def gate2_errors(raw: Raw, out: dict[str, Any], commits: list[tuple[str, str, li
                     errors.append(f"reclaim for {preemptor} took {total} from queue {lvl}, which had at most "
                                   f"{frozen} allocated then and may lose nothing at or below {bound}")
         for k in victims:
-            if k in moved:
+            if k in moved or not ordered:         # unordered: nothing is known to come before
                 continue
             for q in raw.queue_path(raw.groups[raw.group_of[k]]["spec"]["queue"]):
                 for r in QRES:
@@ -204,14 +205,25 @@ def gate2_errors(raw: Raw, out: dict[str, Any], commits: list[tuple[str, str, li
 # the checks
 # ------------------------------------------------------------------------------------------------
 
-def commits_of(result) -> list[tuple[str, str, list[str]]]:
-    """(action, preemptor, victim pod keys) in commit order."""
-    return [(action, pre, [t.key for t in sol.victims])
-            for action, outcome in result.actions.items() for pre, sol in outcome.solved.items()]
+def commits_of(result) -> tuple[list[tuple[str, str, list[str]]], bool]:
+    """((action, preemptor, victim pod keys) per commit, ordered). In commit order when the
+    greedy eviction actions made the cycle's evictions; grouped by preemptor, in no known order,
+    when the CP-SAT model decided them (result.actions are then only its hint's)."""
+    commits = [(action, pre, [t.key for t in sol.victims])
+               for action, outcome in result.actions.items() for pre, sol in outcome.solved.items()]
+    evictions = {k: e for k, e in result.session.evictions.items() if e.action != "stalegangeviction"}
+    if sorted(k for _, _, keys in commits for k in keys) == sorted(evictions):
+        return commits, True
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for k, e in sorted(evictions.items()):
+        groups[(e.action, e.for_job)].append(k)
+    return [(a, p, keys) for (a, p), keys in groups.items()], False
 
 
-def eviction_errors(doc: dict[str, Any], out: dict[str, Any], commits: list[tuple[str, str, list[str]]],
+def eviction_errors(doc: dict[str, Any], out: dict[str, Any], commits: tuple[list[tuple[str, str, list[str]]], bool],
                     now: float) -> list[str]:
+    """`commits`: what commits_of returns."""
+    commits, ordered = commits
     raw = Raw(doc)
     errors: list[str] = []
     evictions = out["evictions"]
@@ -221,7 +233,7 @@ def eviction_errors(doc: dict[str, Any], out: dict[str, Any], commits: list[tupl
     pipelined = {b["pod"]: b["node"] for b in out["pipelined"]}
     binds = {b["pod"] for b in out["binds"]}
     committed = {k: (a, p) for a, p, victims in commits for k in victims}
-    if set(committed) != set(keys):
+    if set(committed) != {e["pod"] for e in evictions if e["action"] != "stalegangeviction"}:
         errors.append(f"the actions committed victims {sorted(committed)} but the decisions evict {sorted(keys)}")
     actions = set(((doc.get("config") or {}).get("actions") or "").replace(" ", "").split(","))
     for e in evictions:
@@ -285,7 +297,7 @@ def eviction_errors(doc: dict[str, Any], out: dict[str, Any], commits: list[tupl
                 if active - lost < need:
                     errors.append(f"{pre} took {lost} pods of protected elastic job {g} podset {ps} with {active} "
                                   f"active: fewer than minMember {need} left")
-    errors += gate2_errors(raw, out, commits)
+    errors += gate2_errors(raw, out, commits, ordered)
     return errors
 
 
