@@ -1,5 +1,5 @@
 """Invariants of cycles with evictions (spec 6.8), on generated contended clusters, for both
-engines.
+engines (greedy: must hold; cp-sat: CPSAT_FEEDS_ANOTHER is a known failure with its reproduction).
 
 Why: consolidation, reclaim and preempt decide which running pods users lose. Whatever the
 cluster, a cycle must keep these rules (checked by tests/eviction_checks.py from the raw snapshot
