@@ -122,6 +122,7 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     allowance = {q: _allowance(v, greedy.session.allocated[q]["gpu"]) for q, v in state.queues.items()}
     units: list[Unit] = []
     pods_groups: dict[tuple, list[TaskInfo]] = {}
+    first: dict[str, frozenset] = {}            # victim queue -> reclaimers that go before it
     for job in state.jobs.values():
         if not job.preemptible or job.queue not in state.queues:
             continue
@@ -131,8 +132,12 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
             continue
         pre = "preempt" in actions and top_prio.get(job.queue, -1 << 30) > job.priority \
             and min_runtime.filter_victim(state, job, "preempt", job.queue, now)
-        recl = frozenset(r for r in reclaimers if r != job.queue and _goes_first(state, greedy, r, job.queue)
-                         and min_runtime.filter_victim(state, job, "reclaim", r, now))
+        order_ok = first.get(job.queue)
+        if order_ok is None:
+            order_ok = first[job.queue] = frozenset(r for r in reclaimers
+                                                    if r != job.queue and _goes_first(state, greedy, r, job.queue))
+        recl = frozenset(r for r in order_ok if job.last_start is None
+                         or min_runtime.filter_victim(state, job, "reclaim", r, now))
         gpus = sum(t.request.gpus for t in running)
         if not recl or gpus == 0 or allowance[job.queue] < 0:
             recl = frozenset()
