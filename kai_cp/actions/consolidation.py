@@ -4,6 +4,10 @@ re-placed: nothing is really evicted."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+import numpy as np
+
 from kai_cp.actions.preemptors import ActionOutcome, pending_jobs, run_action
 from kai_cp.actions.victims import Solution, Victim, active_tasks
 from kai_cp.jobs import JobInfo, TaskInfo
@@ -24,12 +28,39 @@ class ConsolidationPolicy:
     def eligible(self, job: JobInfo) -> str | None:
         if not job.preemptible:
             return "consolidation: only preemptible jobs are placed by moving others"
-        # Pre-check: enough idle + releasing whole GPUs in the cluster for the step (6.1).
-        need = sum(t.request.gpus for t in tasks_to_allocate(job, self.session) if not t.request.is_shared_gpu)
-        if need > int(self.session.free[:, 2].sum()):
-            return (f"consolidation: the cluster has {int(self.session.free[:, 2].sum())} free GPUs and the job "
-                    f"needs {need}; moving pods cannot make room")
+        # Pre-check (6.1): enough idle + releasing GPU in the cluster for the step, counting the
+        # free parts of shared GPUs, and enough GPU memory for GPU-memory requests.
+        need, need_mem = Fraction(0), 0
+        for t in tasks_to_allocate(job, self.session):
+            r = t.request
+            if r.kind == "Fraction":
+                need += r.gpu_portion * max(r.devices, 1)
+            elif r.kind == "GpuMemory":
+                need_mem += r.gpu_memory * max(r.devices, 1)
+            elif not r.is_shared_gpu:
+                need += r.gpus
+        if not need and not need_mem:
+            return None
+        gpus, mem = self._available()
+        if need > gpus or need_mem > mem:
+            return (f"consolidation: the cluster has {float(gpus):g} free GPUs ({mem} MiB) and the job "
+                    f"needs {float(need):g} ({need_mem} MiB); moving pods cannot make room")
         return None
+
+    def _available(self) -> tuple[Fraction, int]:
+        """Idle + releasing GPUs of the cluster: whole ones, plus the free part of each shared GPU."""
+        s = self.session
+        whole = np.maximum(s.free[:, 2], 0)
+        gpus = Fraction(int(whole.sum()))
+        mem = int((whole * s.shared.capacity).sum())
+        for n in np.nonzero(s.shared.best > 0)[0].tolist():
+            cap = int(s.shared.capacity[n])
+            for d in s.shared.groups(n).values():
+                room = d.free(cap)
+                if room > 0:
+                    gpus += Fraction(room, max(cap, 1))
+                    mem += room
+        return gpus, mem
 
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
         out = []

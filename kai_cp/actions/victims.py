@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from kai_cp.actions.allocate import Allocator, JobOutcome
+from kai_cp.gpu_sharing import task_memory
 from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
 from kai_cp.ordering import JobQueue, QueueView, queue_less, tasks_to_allocate
 from kai_cp.queues import RESOURCES
@@ -255,10 +256,21 @@ class JobSolver:
             return True
         s = self.session
         free = np.where(base, s.free[:, 2], 0).astype(np.int64)
+        shared: dict[tuple[int, str], int] = {}
         for t in sc.recorded + sc.potential:
             n = self.nodes[t.node]
-            if t.key not in s.evictions:
-                free[n] += self.state.table.vector(t)[2]
+            if t.key in s.evictions:
+                continue
+            free[n] += self.state.table.vector(t)[2]
+            if t.request.is_shared_gpu and t.gpu_groups:
+                mem = task_memory(t.request, self.state.nodes[n].gpu_memory)
+                for g in t.gpu_groups:
+                    shared[(n, g)] = shared.get((n, g), 0) + mem
+        # A shared GPU whose every holder is a victim is released whole (7.3).
+        for (n, g), mem in shared.items():
+            d = s.shared.groups(n).get(g)
+            if d is not None and d.used > 0 and d.allocated != d.releasing and d.allocated - d.releasing <= mem:
+                free[n] += 1
         return int(free.sum()) >= sum(need) and int(free.max(initial=0)) >= max(need)
 
     # -- 6.2.4 --------------------------------------------------------------------------
@@ -326,7 +338,11 @@ class JobSolver:
             p = s.placements.get(t.key)
             if p is None:
                 evicted.append(t)
-            elif self.state.nodes[p.node].name == t.node:
+            elif self.state.nodes[p.node].name == t.node and not (
+                    t.request.is_shared_gpu and t.gpu_groups and tuple(p.gpu_groups) != tuple(t.gpu_groups)):
+                # Back on its own node (and, for a shared-GPU pod, its own GPUs): no victim. A
+                # shared-GPU pod moved to another GPU of its node stays a moved victim (KAI's
+                # Statement.Pipeline, isSharedAndMoveToDifferentGPU).
                 s.cancel_move(t)
             else:
                 moved.append(t)
