@@ -9,13 +9,14 @@ from fractions import Fraction
 import numpy as np
 
 from kai_cp.actions.preemptors import ActionOutcome, pending_jobs, run_action
-from kai_cp.actions.victims import Solution, Victim, active_tasks
+from kai_cp.actions.victims import Solution, Victim, VictimQueue, active_tasks
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.ordering import tasks_to_allocate
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
 
 ACTION = "consolidation"
+NOT_READY = "node has NotReady condition"     # kai_cp.nodes.not_ready_reason
 
 
 class ConsolidationPolicy:
@@ -48,12 +49,14 @@ class ConsolidationPolicy:
         return None
 
     def _available(self) -> tuple[Fraction, int]:
-        """Idle + releasing GPUs of the cluster: whole ones, plus the free part of each shared GPU."""
+        """Idle + releasing GPUs of the cluster's Ready nodes (KAI's getSumOfAvailableGPUs): whole
+        ones, plus the free part of each shared GPU."""
         s = self.session
-        whole = np.maximum(s.free[:, 2], 0)
+        ready = np.array([n.not_ready_reason != NOT_READY for n in self.state.nodes], dtype=bool)
+        whole = np.where(ready, np.maximum(s.free[:, 2], 0), 0)
         gpus = Fraction(int(whole.sum()))
         mem = int((whole * s.shared.capacity).sum())
-        for n in np.nonzero(s.shared.best > 0)[0].tolist():
+        for n in np.nonzero(ready & (s.shared.best > 0))[0].tolist():
             cap = int(s.shared.capacity[n])
             for d in s.shared.groups(n).values():
                 room = d.free(cap)
@@ -70,8 +73,12 @@ class ConsolidationPolicy:
             tasks = active_tasks(j, self.session)
             if tasks:
                 out.append(Victim(j, tasks))
-        if self.max_jobs >= 0:
-            out = out[:self.max_jobs + 1]     # KAI accepts while counter <= max (quirk: max + 1 jobs)
+        if self.max_jobs >= 0 and len(out) > self.max_jobs + 1:
+            # KAI accepts while counter <= max (quirk: max + 1 jobs), counting in Go map order, so
+            # which jobs it considers is random; kai-cp keeps the first max + 1 in victim order
+            # (3.8), the jobs KAI's search would try first had they all been accepted.
+            vq = VictimQueue(self.session, out)
+            out = [vq.pop() for _ in range(self.max_jobs + 1)]
         return out
 
     def message(self, victim: TaskInfo, preemptor: JobInfo) -> str:
