@@ -48,6 +48,12 @@ class _Cancel:
 
 
 @dataclass
+class _Unplace:
+    """Log entry of Session.unplace: rolled back, the placement is restored."""
+    placement: Placement
+
+
+@dataclass
 class Session:
     state: ClusterState
     idle: np.ndarray
@@ -61,7 +67,7 @@ class Session:
     shared: SharedLedger | None = None                                 # shared GPUs per node (7.3)
     evictions: dict[str, Eviction] = field(default_factory=dict)       # task key -> eviction
     pipeline_only: bool = False                                        # every placement is a pipeline op
-    _log: list[Placement | Eviction | _Cancel] = field(default_factory=list)
+    _log: list[Placement | Eviction | _Cancel | _Unplace] = field(default_factory=list)
 
     @classmethod
     def open(cls, state: ClusterState) -> "Session":
@@ -178,6 +184,13 @@ class Session:
         self._unplace(c.placement)
         self._unevict(c.eviction)
 
+    def unplace(self, task: TaskInfo) -> None:
+        """A pod moved earlier in this cycle (evicted, pipelined elsewhere) is taken as a victim
+        again: it loses its pipelined placement and stays evicted (KAI evicting a Pipelined task)."""
+        p = self.placements[task.key]
+        self._log.append(_Unplace(p))
+        self._unplace(p)
+
     def _replace_placement(self, p: Placement) -> None:
         self.releasing[p.node] -= p.from_releasing
         self.idle[p.node] -= p.vec - p.from_releasing
@@ -209,6 +222,8 @@ class Session:
                 self._unevict(p)
             elif isinstance(p, _Cancel):
                 self._reevict(p.eviction)
+                self._replace_placement(p.placement)
+            elif isinstance(p, _Unplace):
                 self._replace_placement(p.placement)
             else:
                 self._unplace(p)

@@ -96,3 +96,21 @@ def test_victim_moved_to_another_gpu_of_its_node_stays_a_victim(engine: str) -> 
     pl = pipelined(out)
     assert pl[victim] == ("n", ({"s0-0": "g0", "s1-0": "g1"}[stays],))
     assert pl["w-0"][0] == "n" and pl["w-0"][1] not in {("g0",), ("g1",)}
+
+
+@pytest.mark.parametrize("engine", ["greedy", "cp-sat"])
+def test_a_gang_moved_by_one_preemptor_is_taken_whole_by_the_next(engine: str) -> None:
+    """Reclaim for p1 moves g-0 next to g-1 (g-1 stays: re-placed on its own node). For p2, g is
+    the victim again: KAI takes every active-allocated pod of the gang, the moved (Pipelined) g-0
+    included, so g is evicted whole and p2 gets n1; taking only g-1 would break the gang and still
+    leave p2 without room (spec 6.2.3, 6.8)."""
+    queues = [queue("v", gpu=resources(0, -1, 1)), queue("r", gpu=resources(4, -1, 1), created=1)]
+    doc = snapshot([node("n0", gpu=2), node("n1", gpu=2)], queues=queues,
+                   podgroups=[podgroup("g", "v", 2), podgroup("p1", "r", created=1), podgroup("p2", "r", created=2)],
+                   pods=[pod("g-0", "g", gpu=1, phase="Running", node="n0"),
+                         pod("g-1", "g", gpu=1, phase="Running", node="n1", created=1),
+                         pod("p1-0", "p1", gpu=2), pod("p2-0", "p2", gpu=2)],
+                   config={"actions": "allocate, reclaim", "tiers": [{"plugins": [{"name": "proportion"}]}]})
+    out = solve(doc, engine)
+    assert sorted(e["pod"].split("/")[1] for e in out["evictions"]) == ["g-0", "g-1"]
+    assert pipelined(out) == {"p1-0": ("n0", ()), "p2-0": ("n1", ())}

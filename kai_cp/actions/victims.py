@@ -62,10 +62,19 @@ class Policy(Protocol):
 
 
 def active_tasks(job: JobInfo, session: Session) -> list[TaskInfo]:
-    """Tasks of the snapshot still running (not evicted) in this cycle, in task order."""
-    return sorted((t for t in job.tasks if t.node is not None and t.status in ACTIVE_ALLOCATED
-                   and t.key not in session.evictions and t.key not in session.placements),
+    """Active-allocated tasks of the snapshot's running pods in this cycle, in task order: those
+    still running, and those an earlier commit moved (evicted and pipelined elsewhere: KAI's
+    Pipelined status), so that a gang is always taken whole. Pods bound to a node the snapshot
+    lacks hold nothing anyone could use, so they are no victims (KAI skips them too)."""
+    index = session.state.table.index
+    return sorted((t for t in job.tasks if t.node in index and t.status in ACTIVE_ALLOCATED
+                   and (t.key in session.evictions) == (t.key in session.placements)),
                   key=lambda t: t.order_key)
+
+
+def moved_earlier(t: TaskInfo, session: Session) -> bool:
+    """Evicted and pipelined elsewhere by an earlier commit of this cycle."""
+    return t.key in session.evictions and t.key in session.placements
 
 
 def tasks_to_evict(v: Victim) -> list[TaskInfo]:
@@ -189,6 +198,21 @@ class JobSolver:
         self.policy = policy
         self.alloc = Allocator(state, session, growing=True)
         self.nodes = state.table.index
+        self._where: dict[str, int] = {}          # victim task -> node it occupies when chosen
+        self._moved: set[str] = set()             # victims an earlier commit had moved
+
+    def _note(self, tasks: list[TaskInfo]) -> None:
+        """Remember where each victim is now (a moved pod: its pipelined node) before any
+        scenario changes it."""
+        s = self.session
+        for t in tasks:
+            if t.key in self._where:
+                continue
+            if moved_earlier(t, s):
+                self._where[t.key] = s.placements[t.key].node
+                self._moved.add(t.key)
+            else:
+                self._where[t.key] = self.nodes[t.node]
 
     # -- 6.2.2 --------------------------------------------------------------------------
     def solve(self, preemptor: JobInfo) -> Solution | None:
@@ -199,6 +223,7 @@ class JobSolver:
         if not tasks:
             return None
         recorded: list[TaskInfo] = []
+        self._where, self._moved = {}, set()
         start = s.checkpoint()
         for k in range(1, len(tasks) + 1):
             cp = s.checkpoint()
@@ -215,6 +240,7 @@ class JobSolver:
     def _solve_partial(self, preemptor: JobInfo, tasks: list[TaskInfo], recorded: list[TaskInfo]) -> Solution | None:
         vq = VictimQueue(self.session, self.policy.victim_jobs(preemptor))
         rec = {t.key for t in recorded}
+        self._note(recorded)
         sc = Scenario(recorded)
         base_free = self._feasible_base(tasks)
         if self._passes_filters(tasks, sc, base_free):
@@ -232,6 +258,7 @@ class JobSolver:
             if len(cand) < len(v.tasks):
                 vq.push(Victim(v.job, [t for t in v.tasks if t not in cand]))
             vq.took(cand)
+            self._note(cand)
             sc.potential += cand
             sc.latest = cand
             if not self._passes_filters(tasks, sc, base_free):
@@ -258,7 +285,12 @@ class JobSolver:
         free = np.where(base, s.free[:, 2], 0).astype(np.int64)
         shared: dict[tuple[int, str], int] = {}
         for t in sc.recorded + sc.potential:
-            n = self.nodes[t.node]
+            n = self._where[t.key]
+            if t.key in self._moved:
+                p = s.placements.get(t.key)
+                if p is not None:                     # its pipelined placement would be freed
+                    free[n] += p.vec[2]
+                continue
             if t.key in s.evictions:
                 continue
             free[n] += self.state.table.vector(t)[2]
@@ -280,7 +312,7 @@ class JobSolver:
         self._evict(sc.recorded, preemptor)
         feasible = base.copy()
         for t in sc.recorded:
-            feasible[self.nodes[t.node]] = True
+            feasible[self._where[t.key]] = True
         if not sc.latest:
             if sc.recorded:
                 r = self._simulate(preemptor, tasks, sc.recorded, feasible)
@@ -288,18 +320,18 @@ class JobSolver:
                     return r
             s.rollback(cp)
             return None
-        seen: list[str] = []
+        seen: list[int] = []
         for t in sc.latest:
-            if t.node not in seen:
-                seen.append(t.node)
+            if self._where[t.key] not in seen:
+                seen.append(self._where[t.key])
         for node in seen:
             cp2 = s.checkpoint()
-            jobs_here = {t.job for t in sc.potential if t.node == node}
+            jobs_here = {t.job for t in sc.potential if self._where[t.key] == node}
             batch = [t for t in sc.potential if t.job in jobs_here]
             self._evict(batch, preemptor)
             f = feasible.copy()
             for t in batch:
-                f[self.nodes[t.node]] = True
+                f[self._where[t.key]] = True
             r = self._simulate(preemptor, tasks, sc.recorded + batch, f)
             if r is not None:
                 return r
@@ -308,9 +340,12 @@ class JobSolver:
         return None
 
     def _evict(self, tasks: list[TaskInfo], preemptor: JobInfo) -> None:
+        s = self.session
         for t in tasks:
-            if t.key not in self.session.evictions:
-                self.session.evict(t, self.policy.action, preemptor.name, self.policy.message(t, preemptor))
+            if t.key not in s.evictions:
+                s.evict(t, self.policy.action, preemptor.name, self.policy.message(t, preemptor))
+            elif t.key in self._moved and t.key in s.placements:
+                s.unplace(t)          # a pod moved by an earlier commit: its new placement goes
 
     def _simulate(self, preemptor: JobInfo, tasks: list[TaskInfo], victims: list[TaskInfo],
                   feasible: np.ndarray) -> Solution | None:
@@ -338,7 +373,7 @@ class JobSolver:
             p = s.placements.get(t.key)
             if p is None:
                 evicted.append(t)
-            elif self.state.nodes[p.node].name == t.node and not (
+            elif t.key not in self._moved and self.state.nodes[p.node].name == t.node and not (
                     t.request.is_shared_gpu and t.gpu_groups and tuple(p.gpu_groups) != tuple(t.gpu_groups)):
                 # Back on its own node (and, for a shared-GPU pod, its own GPUs): no victim. A
                 # shared-GPU pod moved to another GPU of its node stays a moved victim (KAI's
