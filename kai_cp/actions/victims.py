@@ -373,6 +373,8 @@ class JobSolver:
             p = s.placements.get(t.key)
             if p is None:
                 evicted.append(t)
+            elif t.key in self._moved and p.node == self._where[t.key]:
+                continue       # an earlier move re-placed where it was pipelined: no victim here
             elif t.key not in self._moved and self.state.nodes[p.node].name == t.node and not (
                     t.request.is_shared_gpu and t.gpu_groups and tuple(p.gpu_groups) != tuple(t.gpu_groups)):
                 # Back on its own node (and, for a shared-GPU pod, its own GPUs): no victim. A
