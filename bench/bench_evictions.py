@@ -275,9 +275,11 @@ def check_decisions(facts: Facts, decisions: dict[str, Any]) -> list[str]:
         if victim is None:
             out.append(f"{action}: evicts {key}, which belongs to no PodGroup")
             continue
-        moved = pipelined.get(key)
-        if moved is None or moved.get("node") == pod.node:
-            evicted_by_group[pod.group] += 1      # a moved pod (pipelined elsewhere) keeps its gang whole
+        if key not in pipelined:
+            # a moved pod (evicted and pipelined elsewhere, 6.2.4) stays a member of its gang:
+            # with consolidating reclaim KAI moves a gang and leaves in place the pods the
+            # simulation re-placed on their own node
+            evicted_by_group[pod.group] += 1
         if action not in ACTIONS:
             out.append(f"{key}: unknown eviction action {action!r}")
             continue

@@ -48,6 +48,12 @@ class _Cancel:
 
 
 @dataclass
+class _Unplace:
+    """Log entry of Session.unplace: rolled back, the placement is restored."""
+    placement: Placement
+
+
+@dataclass
 class Session:
     state: ClusterState
     idle: np.ndarray
@@ -61,7 +67,7 @@ class Session:
     shared: SharedLedger | None = None                                 # shared GPUs per node (7.3)
     evictions: dict[str, Eviction] = field(default_factory=dict)       # task key -> eviction
     pipeline_only: bool = False                                        # every placement is a pipeline op
-    _log: list[Placement | Eviction | _Cancel] = field(default_factory=list)
+    _log: list[Placement | Eviction | _Cancel | _Unplace] = field(default_factory=list)
 
     @classmethod
     def open(cls, state: ClusterState) -> "Session":
@@ -178,6 +184,14 @@ class Session:
         self._unplace(c.placement)
         self._unevict(c.eviction)
 
+    def unplace(self, task: TaskInfo) -> None:
+        """Take back one placement of this cycle, logged so that a rollback restores it: a pod
+        moved earlier (evicted, pipelined elsewhere) taken as a victim again keeps its eviction
+        (KAI evicting a Pipelined task); stale-gang eviction withdraws a placement."""
+        p = self.placements[task.key]
+        self._log.append(_Unplace(p))
+        self._unplace(p)
+
     def _replace_placement(self, p: Placement) -> None:
         self.releasing[p.node] -= p.from_releasing
         self.idle[p.node] -= p.vec - p.from_releasing
@@ -210,17 +224,10 @@ class Session:
             elif isinstance(p, _Cancel):
                 self._reevict(p.eviction)
                 self._replace_placement(p.placement)
+            elif isinstance(p, _Unplace):
+                self._replace_placement(p.placement)
             else:
                 self._unplace(p)
-
-    def unplace(self, task: TaskInfo) -> None:
-        """Undo one placement of this cycle, wherever it is in the log (an action after the
-        placing one takes it back, e.g. stale-gang eviction); the task stays Pending. Undoing
-        only adds back what the placement took, so the other operations stay exact. Checkpoints
-        taken after the placement shift by one: call it between statements, not inside one."""
-        p = self.placements[task.key]
-        del self._log[next(i for i in range(len(self._log) - 1, -1, -1) if self._log[i] is p)]
-        self._unplace(p)
 
     def convert_to_pipelined(self, job: JobInfo) -> None:
         """KAI's ConvertAllAllocatedToPipelined: the whole job waits for releasing resources (5.6)."""

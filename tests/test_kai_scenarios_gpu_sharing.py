@@ -1,8 +1,10 @@
-"""KAI-Scheduler's own GPU-sharing scenarios (fractions, GPU memory, MIG) that need no eviction,
+"""KAI-Scheduler's own GPU-sharing scenarios (fractions, GPU memory, MIG) in every action:
+allocate, and consolidation, reclaim, preempt and deletion with shared-GPU victims or preemptors,
 run through `kai-cp simulate` and judged as ../shared/kai-scenarios/run_all.py judges them.
 
 Why: KAI users rely on how KAI shares GPUs (which shared GPU a pod joins, when it opens a new one,
-how a shared GPU counts against a node and a queue). Two scenarios cannot pass from a snapshot:
+how a shared GPU counts against a node and a queue, when emptying one frees a whole GPU for an
+eviction). Two scenarios cannot pass from a snapshot:
 they mark a pod as a "legacy MIG" task with a test-only flag that the rendered snapshot does not
 carry (the pod has no MIG annotation), so the pod is an ordinary CPU pod to any scheduler reading
 the snapshot; kai-cp's legacy-MIG rules are tested in tests/test_gpu_sharing.py instead.
@@ -24,7 +26,7 @@ LEGACY_MIG_FLAG = {"allocate.allocateMIG_test__003", "integration_tests.allocate
 
 
 def test_fixture_set_is_complete() -> None:
-    assert len(SCENARIOS) == 23
+    assert len(SCENARIOS) == 59
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])

@@ -138,3 +138,19 @@ def test_cp_sat_evicts_no_more_than_greedy_for_the_same_jobs() -> None:
         assert served(m) >= served(g)
         if served(m) == served(g):
             assert len(m["evictions"]) <= len(g["evictions"])
+
+
+@pytest.mark.parametrize("engine", ["cp-sat", "greedy"])
+def test_small_victims_rather_than_taking_a_queue_below_its_share(engine: str) -> None:
+    """KAI's integration reclaim_test 19: queue0 (share 5 of 8) runs 5 + 1 + 1 GPUs, queue1 needs 3.
+    Evicting the 5-GPU job is one pod instead of two but takes queue0 to 2 GPUs, 3 below its
+    share; the two 1-GPU jobs keep it at its share."""
+    c = Cluster().queue("queue0", gpu=(4, -1, 4)).queue("queue1", gpu=(2, -1, 2)).node("n0", gpus=8)
+    c.job("big", "queue0", gpus=5, running_on=["n0"])
+    c.job("small-a", "queue0", gpus=1, running_on=["n0"])
+    c.job("small-b", "queue0", gpus=1, running_on=["n0"])
+    c.job("want", "queue1", gpus=3)
+    res = cycle(c.doc(), engine)
+    out = res.to_json()
+    assert set(evicted(out)) == {"default/small-a-0", "default/small-b-0"}
+    assert violations(res.state, res.session) == []

@@ -106,9 +106,9 @@ def test_cp_sat_keeps_the_zone_and_uses_the_fewest_racks() -> None:
 def test_why_pending_names_the_level_and_what_the_best_domain_offers() -> None:
     nodes = [racked(f"n{i}", "z1", f"r{i // 2}") for i in range(4)]
     pods = running("busy", "n0", 4) + running("busy2", "n2", 4)
-    # non-preemptible: no eviction action may move them (with train jobs KAI's consolidation
-    # moves busy2 next to busy and the gang waits for rack r1)
-    groups = [pod_group("busy", "q", priority_class="build"), pod_group("busy2", "q", priority_class="build")]
+    # non-preemptible, so that consolidation cannot make the room (see the next test)
+    groups = [pod_group("busy", "q", preemptibility="non-preemptible"),
+              pod_group("busy2", "q", preemptibility="non-preemptible")]
     g, job = gang("big", 4, 4, constraint(required=RACK))
     for engine in ("greedy", "cp-sat"):
         _, res = cycle(doc(nodes, groups + [g], pods + job), engine)
@@ -116,6 +116,26 @@ def test_why_pending_names_the_level_and_what_the_best_domain_offers() -> None:
         reasons = {u["podGroup"]: u["reasons"] for u in res.to_json()["unschedulable"]}["big"]
         assert any("requirement topo/rack couldn't be satisfied" in r and "needs one topo/rack with 4 pods and 16 GPUs "
                    "free; the largest has 12 GPUs free" in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize("engine", ["greedy", "cp-sat"])
+def test_consolidation_empties_a_rack_for_a_rack_constrained_gang(engine: str) -> None:
+    """Each rack has 12 of 16 GPUs free, the gang needs 16 in one rack: consolidation (spec 6.3
+    with 8.6) moves one 4-GPU pod next to the other, and the gang is pipelined into the emptied
+    rack; nothing is really evicted."""
+    nodes = [racked(f"n{i}", "z1", f"r{i // 2}") for i in range(4)]
+    pods = running("busy", "n0", 4) + running("busy2", "n2", 4)
+    g, job = gang("big", 4, 4, constraint(required=RACK))
+    _, res = cycle(doc(nodes, [pod_group("busy", "q"), pod_group("busy2", "q"), g], pods + job), engine)
+    out = res.to_json()
+    assert [e["action"] for e in out["evictions"]] == ["consolidation"]
+    victim = out["evictions"][0]["pod"].split("/")[1]
+    rack = {"n0": "r0", "n1": "r0", "n2": "r1", "n3": "r1"}
+    freed = rack[{"busy-0": "n0", "busy2-0": "n2"}[victim]]
+    where = {p["pod"].split("/")[1]: p["node"] for p in out["pipelined"]}
+    assert {rack[where[f"big-{i}"]] for i in range(4)} == {freed}
+    assert rack[where[victim]] != freed
+    assert out["binds"] == []
 
 
 def test_running_scope_grows_only_inside_its_required_domain() -> None:

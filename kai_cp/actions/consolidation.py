@@ -4,14 +4,19 @@ re-placed: nothing is really evicted."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+import numpy as np
+
 from kai_cp.actions.preemptors import ActionOutcome, pending_jobs, run_action
-from kai_cp.actions.victims import Solution, Victim, active_tasks
+from kai_cp.actions.victims import Solution, Victim, VictimQueue, active_tasks
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.ordering import tasks_to_allocate
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
 
 ACTION = "consolidation"
+NOT_READY = "node has NotReady condition"     # kai_cp.nodes.not_ready_reason
 
 
 class ConsolidationPolicy:
@@ -24,12 +29,41 @@ class ConsolidationPolicy:
     def eligible(self, job: JobInfo) -> str | None:
         if not job.preemptible:
             return "consolidation: only preemptible jobs are placed by moving others"
-        # Pre-check: enough idle + releasing whole GPUs in the cluster for the step (6.1).
-        need = sum(t.request.gpus for t in tasks_to_allocate(job, self.session) if not t.request.is_shared_gpu)
-        if need > int(self.session.free[:, 2].sum()):
-            return (f"consolidation: the cluster has {int(self.session.free[:, 2].sum())} free GPUs and the job "
-                    f"needs {need}; moving pods cannot make room")
+        # Pre-check (6.1): enough idle + releasing GPU in the cluster for the step, counting the
+        # free parts of shared GPUs, and enough GPU memory for GPU-memory requests.
+        need, need_mem = Fraction(0), 0
+        for t in tasks_to_allocate(job, self.session):
+            r = t.request
+            if r.kind == "Fraction":
+                need += r.gpu_portion * max(r.devices, 1)
+            elif r.kind == "GpuMemory":
+                need_mem += r.gpu_memory * max(r.devices, 1)
+            elif not r.is_shared_gpu:
+                need += r.gpus
+        if not need and not need_mem:
+            return None
+        gpus, mem = self._available()
+        if need > gpus or need_mem > mem:
+            return (f"consolidation: the cluster has {float(gpus):g} free GPUs ({mem} MiB) and the job "
+                    f"needs {float(need):g} ({need_mem} MiB); moving pods cannot make room")
         return None
+
+    def _available(self) -> tuple[Fraction, int]:
+        """Idle + releasing GPUs of the cluster's Ready nodes (KAI's getSumOfAvailableGPUs): whole
+        ones, plus the free part of each shared GPU."""
+        s = self.session
+        ready = np.array([n.not_ready_reason != NOT_READY for n in self.state.nodes], dtype=bool)
+        whole = np.where(ready, np.maximum(s.free[:, 2], 0), 0)
+        gpus = Fraction(int(whole.sum()))
+        mem = int((whole * s.shared.capacity).sum())
+        for n in np.nonzero(ready & (s.shared.best > 0))[0].tolist():
+            cap = int(s.shared.capacity[n])
+            for d in s.shared.groups(n).values():
+                room = d.free(cap)
+                if room > 0:
+                    gpus += Fraction(room, max(cap, 1))
+                    mem += room
+        return gpus, mem
 
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
         out = []
@@ -39,8 +73,12 @@ class ConsolidationPolicy:
             tasks = active_tasks(j, self.session)
             if tasks:
                 out.append(Victim(j, tasks))
-        if self.max_jobs >= 0:
-            out = out[:self.max_jobs + 1]     # KAI accepts while counter <= max (quirk: max + 1 jobs)
+        if self.max_jobs >= 0 and len(out) > self.max_jobs + 1:
+            # KAI accepts while counter <= max (quirk: max + 1 jobs), counting in Go map order, so
+            # which jobs it considers is random; kai-cp keeps the first max + 1 in victim order
+            # (3.8), the jobs KAI's search would try first had they all been accepted.
+            vq = VictimQueue(self.session, out)
+            out = [vq.pop() for _ in range(self.max_jobs + 1)]
         return out
 
     def message(self, victim: TaskInfo, preemptor: JobInfo) -> str:

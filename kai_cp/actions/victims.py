@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from kai_cp.actions.allocate import Allocator, JobOutcome
+from kai_cp.gpu_sharing import task_memory
 from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
 from kai_cp.ordering import JobQueue, QueueView, queue_less, tasks_to_allocate
 from kai_cp.queues import RESOURCES
@@ -61,35 +62,32 @@ class Policy(Protocol):
 
 
 def active_tasks(job: JobInfo, session: Session) -> list[TaskInfo]:
-    """Tasks of the snapshot still running (not evicted) in this cycle, in task order. A pod on
-    a node outside the snapshot (another node pool, a node that is gone) frees nothing here."""
+    """Active-allocated tasks of the snapshot's running pods in this cycle, in task order: those
+    still running, and those an earlier commit moved (evicted and pipelined elsewhere: KAI's
+    Pipelined status), so that a gang is always taken whole. Pods bound to a node the snapshot
+    lacks hold nothing anyone could use, so they are no victims (KAI skips them too)."""
     index = session.state.table.index
     return sorted((t for t in job.tasks if t.node in index and t.status in ACTIVE_ALLOCATED
-                   and t.key not in session.evictions and t.key not in session.placements),
+                   and (t.key in session.evictions) == (t.key in session.placements)),
                   key=lambda t: t.order_key)
 
 
-def tasks_to_evict(v: Victim, session: Session | None = None) -> list[TaskInfo]:
-    """An elastic PodSet above its minimum gives one pod (the last in task order); otherwise the
-    whole remaining gang goes (6.2.3). PodSets are scanned in reverse order.
+def moved_earlier(t: TaskInfo, session: Session) -> bool:
+    """Evicted and pipelined elsewhere by an earlier commit of this cycle."""
+    return t.key in session.evictions and t.key in session.placements
 
-    A PodSet's active pods include those placed this cycle (a victim an earlier commit moved, a
-    pending pod pipelined in an evicted pod's stead): they count towards "above its minimum"
-    but cannot be taken back, so a gang that would have to go whole while it has such pods is
-    no victim now (empty list); taking only its running pods would leave it below minMember."""
+
+def tasks_to_evict(v: Victim) -> list[TaskInfo]:
+    """An elastic PodSet above its minimum gives one pod (the last in task order); otherwise the
+    whole remaining gang goes (6.2.3). PodSets are scanned in reverse order."""
     by_ps: dict[str, list[TaskInfo]] = {}
     for t in v.tasks:
         by_ps.setdefault(t.podset, []).append(t)
-    placed: dict[str, int] = {}
-    if session is not None:
-        for t in v.job.tasks:
-            if t.key in session.placements:
-                placed[t.podset] = placed.get(t.podset, 0) + 1
     for name in reversed(list(v.job.podsets)):
         ts = by_ps.get(name)
-        if ts and len(ts) + placed.get(name, 0) > v.job.podsets[name].min_available:
+        if ts and len(ts) > v.job.podsets[name].min_available:
             return [ts[-1]]
-    return [] if placed else list(v.tasks)
+    return list(v.tasks)
 
 
 _ZERO = [0.0, 0.0, 0.0]
@@ -207,16 +205,44 @@ class _GpuFilter:
         self.free = np.where(base, solver.session.free[:, 2], 0).astype(np.int64)
         self.total = int(self.free.sum())
         self.best = int(self.free.max(initial=0))
+        self.shared_mem: dict[tuple[int, str], int] = {}
 
     def add(self, t: TaskInfo) -> None:
         if not self.need:
             return
-        n = self.solver.nodes[t.node]
-        g = int(self.solver.state.table.vector(t)[2])
+        solver = self.solver
+        s = solver.session
+        n = solver._where[t.key]
+        if t.key in solver._moved:
+            p = s.placements.get(t.key)
+            g = int(p.vec[2]) if p is not None else 0          # its pipelined placement would be freed
+        elif t.key in s.evictions:
+            g = 0                                               # already releasing: counted in free
+        else:
+            g = int(solver.state.table.vector(t)[2])
+            if t.request.is_shared_gpu and t.gpu_groups:
+                g += self._shared(n, t)
         if g:
             self.free[n] += g
             self.total += g
             self.best = max(self.best, int(self.free[n]))
+
+    def _shared(self, n: int, t: TaskInfo) -> int:
+        """A shared GPU whose every holder is a victim is released whole (7.3): one GPU, once."""
+        s = self.solver.session
+        mem = task_memory(t.request, self.solver.state.nodes[n].gpu_memory)
+        whole = 0
+        for g in t.gpu_groups:
+            key = (n, g)
+            before = self.shared_mem.get(key, 0)
+            self.shared_mem[key] = before + mem
+            d = s.shared.groups(n).get(g)
+            if d is None or d.used <= 0 or d.allocated == d.releasing:
+                continue
+            left = d.allocated - d.releasing
+            if before < left <= before + mem:
+                whole += 1
+        return whole
 
     def ok(self) -> bool:
         return self.total >= self.need and self.best >= self.largest
@@ -230,6 +256,22 @@ class JobSolver:
         self.policy = policy
         self.alloc = Allocator(state, session, growing=True)
         self.nodes = state.table.index
+        self._where: dict[str, int] = {}          # victim task -> node it occupies when chosen
+        self._moved: set[str] = set()             # victims an earlier commit had moved
+        self._victims: list[Victim] = []
+
+    def _note(self, tasks: list[TaskInfo]) -> None:
+        """Remember where each victim is now (a moved pod: its pipelined node) before any
+        scenario changes it."""
+        s = self.session
+        for t in tasks:
+            if t.key in self._where:
+                continue
+            if moved_earlier(t, s):
+                self._where[t.key] = s.placements[t.key].node
+                self._moved.add(t.key)
+            else:
+                self._where[t.key] = self.nodes[t.node]
 
     # -- 6.2.2 --------------------------------------------------------------------------
     def solve(self, preemptor: JobInfo) -> Solution | None:
@@ -242,6 +284,7 @@ class JobSolver:
         recorded: list[TaskInfo] = []
         self.pending = self._pending_jobs()
         self._victims = self.policy.victim_jobs(preemptor)     # the same for every step (fresh queue each)
+        self._where, self._moved = {}, set()
         start = s.checkpoint()
         for k in range(1, len(tasks) + 1):
             cp = s.checkpoint()
@@ -273,26 +316,25 @@ class JobSolver:
         sc = Scenario(recorded)
         base = self._feasible_base(tasks)
         gate = _GpuFilter(self, tasks, base)
+        self._note(recorded)
         for t in recorded:
             gate.add(t)
         cp0 = s.checkpoint()
         self._evict(recorded, preemptor)
         feasible = base.copy()
         for t in recorded:
-            feasible[self.nodes[t.node]] = True
+            feasible[self._where[t.key]] = True
         if recorded and gate.ok():
             r = self._simulate(preemptor, tasks, recorded, feasible)
             if r is not None:
                 return r
-        by_node: dict[str, list[str]] = {}           # node -> potential victim jobs with a task there
+        by_node: dict[int, list[str]] = {}           # node -> potential victim jobs with a task there
         by_job: dict[str, list[TaskInfo]] = {}       # job -> its potential victim tasks
         while vq:
             v = vq.pop()
-            if v is None:                 # victims left only in queues cut off from the tree
+            if v is None:
                 break
-            cand = tasks_to_evict(v, self.session)
-            if not cand:
-                continue
+            cand = tasks_to_evict(v)
             if any(t.key in rec for t in cand):
                 rest = [t for t in v.tasks if t.key not in rec]
                 if rest:
@@ -301,9 +343,10 @@ class JobSolver:
             if len(cand) < len(v.tasks):
                 vq.push(Victim(v.job, [t for t in v.tasks if t not in cand]))
             vq.took(cand)
+            self._note(cand)
             for t in cand:
                 gate.add(t)
-                jobs = by_node.setdefault(t.node, [])
+                jobs = by_node.setdefault(self._where[t.key], [])
                 if t.job not in jobs:
                     jobs.append(t.job)
                 by_job.setdefault(t.job, []).append(t)
@@ -324,22 +367,22 @@ class JobSolver:
         return (s.free[:, 2] > 0) | (s.shared.best > 0)
 
     # -- 6.2.4 --------------------------------------------------------------------------
-    def _try(self, preemptor: JobInfo, tasks: list[TaskInfo], latest: list[TaskInfo], by_node: dict[str, list[str]],
+    def _try(self, preemptor: JobInfo, tasks: list[TaskInfo], latest: list[TaskInfo], by_node: dict[int, list[str]],
              by_job: dict[str, list[TaskInfo]], recorded: list[TaskInfo], feasible: np.ndarray) -> Solution | None:
         """One scenario per node of the latest victim: evict every potential victim job with a
         pod on that node, then simulate."""
         s = self.session
-        seen: list[str] = []
+        seen: list[int] = []
         for t in latest:
-            if t.node not in seen:
-                seen.append(t.node)
+            if self._where[t.key] not in seen:
+                seen.append(self._where[t.key])
         for node in seen:
             cp = s.checkpoint()
             batch = [t for j in by_node[node] for t in by_job[j]]
             self._evict(batch, preemptor)
             f = feasible.copy()
             for t in batch:
-                f[self.nodes[t.node]] = True
+                f[self._where[t.key]] = True
             r = self._simulate(preemptor, tasks, recorded + batch, f)
             if r is not None:
                 return r
@@ -348,8 +391,11 @@ class JobSolver:
 
     def _evict(self, tasks: list[TaskInfo], preemptor: JobInfo) -> None:
         for t in tasks:
-            if t.key not in self.session.evictions:
-                self.session.evict(t, self.policy.action, preemptor.name, "")
+            s = self.session
+            if t.key not in s.evictions:
+                s.evict(t, self.policy.action, preemptor.name, "")
+            elif t.key in self._moved and t.key in s.placements:
+                s.unplace(t)          # a pod moved by an earlier commit: its new placement goes
 
     def _simulate(self, preemptor: JobInfo, tasks: list[TaskInfo], victims: list[TaskInfo],
                   feasible: np.ndarray) -> Solution | None:
@@ -386,7 +432,13 @@ class JobSolver:
             p = s.placements.get(t.key)
             if p is None:
                 evicted.append(t)
-            elif self.state.nodes[p.node].name == t.node:
+            elif t.key in self._moved and p.node == self._where[t.key]:
+                continue       # an earlier move re-placed where it was pipelined: no victim here
+            elif t.key not in self._moved and self.state.nodes[p.node].name == t.node and not (
+                    t.request.is_shared_gpu and t.gpu_groups and tuple(p.gpu_groups) != tuple(t.gpu_groups)):
+                # Back on its own node (and, for a shared-GPU pod, its own GPUs): no victim. A
+                # shared-GPU pod moved to another GPU of its node stays a moved victim (KAI's
+                # Statement.Pipeline, isSharedAndMoveToDifferentGPU).
                 s.cancel_move(t)
             else:
                 moved.append(t)

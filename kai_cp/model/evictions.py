@@ -80,7 +80,7 @@ def _reclaim_ok_queues(state: ClusterState, greedy: GreedyResult, classes_queues
         q = state.queues.get(name)
         if q is None or not q.is_leaf:
             continue
-        if greedy.session.allocated[name]["gpu"] < q.fair_share["gpu"]:
+        if q.allocated["gpu"] < q.fair_share["gpu"]:
             out.add(name)
     return out
 
@@ -91,7 +91,7 @@ def _goes_first(state: ClusterState, greedy: GreedyResult, reclaimer: str, victi
     fails. So a queue of higher priority is only reclaimed from when it is over its fair share
     in every resource (rule 1 puts it last)."""
     v, r = state.queues[victim], state.queues[reclaimer]
-    alloc = greedy.session.allocated[victim]
+    alloc = v.allocated
     over = all(v.fair_share[x] < alloc[x] for x in ("cpu", "memory", "gpu"))
     return over or r.priority >= v.priority
 
@@ -119,9 +119,11 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     top_prio: dict[str, int] = {}
     for q, p in pending:
         top_prio[q] = max(top_prio.get(q, p), p)
-    allowance = {q: _allowance(v, greedy.session.allocated[q]["gpu"]) for q, v in state.queues.items()}
+    # The model decides the whole cycle from the snapshot: queue allocations are the snapshot's.
+    allowance = {q: _allowance(v, v.allocated["gpu"]) for q, v in state.queues.items()}
     units: list[Unit] = []
     pods_groups: dict[tuple, list[TaskInfo]] = {}
+    first: dict[str, frozenset] = {}            # victim queue -> reclaimers that go before it
     for job in state.jobs.values():
         if not job.preemptible or job.queue not in state.queues:
             continue
@@ -131,8 +133,12 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
             continue
         pre = "preempt" in actions and top_prio.get(job.queue, -1 << 30) > job.priority \
             and min_runtime.filter_victim(state, job, "preempt", job.queue, now)
-        recl = frozenset(r for r in reclaimers if r != job.queue and _goes_first(state, greedy, r, job.queue)
-                         and min_runtime.filter_victim(state, job, "reclaim", r, now))
+        order_ok = first.get(job.queue)
+        if order_ok is None:
+            order_ok = first[job.queue] = frozenset(r for r in reclaimers
+                                                    if r != job.queue and _goes_first(state, greedy, r, job.queue))
+        recl = frozenset(r for r in order_ok if job.last_start is None
+                         or min_runtime.filter_victim(state, job, "reclaim", r, now))
         gpus = sum(t.request.gpus for t in running)
         if not recl or gpus == 0 or allowance[job.queue] < 0:
             recl = frozenset()
@@ -172,7 +178,7 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
         return None
     for u in units:
         q = state.queues[u.queue]
-        in_quota = greedy.session.allocated[u.queue]["gpu"] <= q.deserved["gpu"] or q.deserved["gpu"] == -1
+        in_quota = q.allocated["gpu"] <= q.deserved["gpu"] or q.deserved["gpu"] == -1
         u.cost = BASE_COST + QUOTA_COST * in_quota + max(0, min(PRIORITY_BANDS, u.priority // 50))
     freeable = []                        # per unit, what it frees per node (computed once)
     for u in units:
@@ -303,7 +309,7 @@ class Evictions:
         if not unit_vars:
             return
         # Gate 2 at each victim-side level the reclaimers do not share (3.7.2).
-        alloc = ctx.greedy.session.allocated
+        alloc = {q: v.allocated for q, v in state.queues.items()}          # the snapshot's
         allowances: list[tuple[dict[int, int], int]] = []
         caps: dict[str, int] = {}
         for qname in gpu_terms:
@@ -328,10 +334,9 @@ class Evictions:
             idx = [i for i in range(len(ctx.x)) if ctx.classes[int(ctx.pair_class[i])].job.queue == r]
             fair = int(q.fair_share["gpu"] * 100)
             have = int(alloc[r]["gpu"] * 100)
-            placed_greedy = sum(centi[i] * ctx.greedy_counts.get(i, 0) for i in idx)
             m.add(cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx], [centi[i] for i in idx])
-                  <= fair - have + placed_greedy).only_enforce_if(rv)
-            caps[r] = fair - have + placed_greedy
+                  <= fair - have).only_enforce_if(rv)
+            caps[r] = fair - have
         self._only_preemptors_use_freed(ctx, unit_vars, by_node_class, r_of)
         ev_of = ctx.extensions.get("eviction-node", {})
         self._hint_reclaim(ctx, z, r_of)
@@ -339,6 +344,24 @@ class Evictions:
         ctx.extensions["eviction-model"] = EvictionModel(z, r_of, allowances, caps, ev_of)
         ctx.extensions["eviction-units"] = unit_vars
         ctx.aux += [v for _, plan in unit_vars for _, v, _ in plan]
+        # Cheapest first means, before anything else, not taking a queue below its fair share:
+        # every GPU reclaimed beyond what the queue holds above its share costs more than any
+        # number of pods (KAI's gate 2 lets the last chunk cross the share; its victim order
+        # then prefers the small jobs that do not).
+        per_pod_max = max(costs_c, default=0) * max((len(u.tasks) for u in pool.units), default=1)
+        below_weight = per_pod_max * len(pool.units) + 1
+        for qname, terms in gpu_terms.items():
+            q = state.queues[qname]
+            above = int((alloc[qname]["gpu"] - q.fair_share["gpu"]) * 100)
+            worst = sum(c * _ub(v) for v, c, _ in terms)
+            if worst <= max(above, 0):
+                continue
+            below = m.new_int_var(0, worst, "")
+            m.add(below >= cp_model.LinearExpr.weighted_sum([v for v, _, _ in terms], [c for _, c, _ in terms]) - above)
+            hinted = sum(c * ctx.hints.get(v.index, (v, 0))[1] for v, c, _ in terms)
+            ctx.hint(below, max(0, hinted - above))
+            costs_v.append(below)
+            costs_c.append(below_weight)
         ctx.extensions["eviction-costs"] = (costs_v, costs_c)
 
     @staticmethod
