@@ -210,17 +210,29 @@ def test_non_preemptible_victim_and_half_gang_are_caught() -> None:
 # regressions found by the generated clusters
 # ------------------------------------------------------------------------------------------------
 
-def test_a_gang_with_a_moved_pod_is_not_split_by_a_later_reclaim() -> None:
+def test_a_gang_with_a_moved_pod_is_taken_whole_by_a_later_reclaim() -> None:
     """run0 (minMember 3, four 4-GPU pods on four nodes). Reclaim for run2 evicts run0-3 and
-    moves run0-0; the later reclaim for pend0 may not take run0-1 and run0-2 alone: with run0-0
-    pipelined the gang would keep one pod of three (kai_cp/actions/victims.tasks_to_evict now
-    leaves such a gang alone; before, it evicted run0-1 and run0-2)."""
+    moves run0-0; the later reclaim for pend0 takes the rest of the gang with the moved pod
+    (its move is undone, KAI's Pipelined victim), never run0-1 and run0-2 alone, which would
+    leave the gang one pipelined pod of three."""
     doc = json.loads((FIXTURES / "moved_victim_gang.json").read_text())
     res = run(doc, "greedy")
     out = res.to_json()
     assert all_errors(doc, res, time.time()) == []
-    assert sorted(e["pod"] for e in out["evictions"]) == ["default/run0-0", "default/run0-3"]
-    assert ("default/run0-0", "node-0") in [(p["pod"], p["node"]) for p in out["pipelined"]]
+    assert sorted(e["pod"] for e in out["evictions"]) == [f"default/run0-{i}" for i in range(4)]
+    assert not [p for p in out["pipelined"] if p["podGroup"] == "run0"]
+
+
+def test_a_gang_with_a_pod_bound_this_cycle_is_not_split() -> None:
+    """run1 (minMember 3) runs three pods and allocate binds its fourth this cycle; preempt for
+    run0 may not evict the three running pods and leave the new one alone
+    (kai_cp/actions/victims.tasks_to_evict leaves such a gang out)."""
+    doc = json.loads((FIXTURES / "gang_with_a_pod_bound_this_cycle.json").read_text())
+    res = run(doc, "greedy")
+    out = res.to_json()
+    assert ("default/run1-3", "node-1") in [(b["pod"], b["node"]) for b in out["binds"]]
+    assert all_errors(doc, res, time.time()) == []
+    assert not [e for e in out["evictions"] if e["podGroup"] == "run1"]
 
 
 def test_validate_counts_pods_pipelined_in_an_evicted_pods_stead() -> None:

@@ -77,17 +77,27 @@ def moved_earlier(t: TaskInfo, session: Session) -> bool:
     return t.key in session.evictions and t.key in session.placements
 
 
-def tasks_to_evict(v: Victim) -> list[TaskInfo]:
+def tasks_to_evict(v: Victim, session: Session | None = None) -> list[TaskInfo]:
     """An elastic PodSet above its minimum gives one pod (the last in task order); otherwise the
-    whole remaining gang goes (6.2.3). PodSets are scanned in reverse order."""
+    whole remaining gang goes (6.2.3). PodSets are scanned in reverse order.
+
+    Pending pods of the job placed in this cycle (bound or pipelined by allocate, not moved
+    victims) are active too: they count towards "above its minimum" but are not taken back, so
+    a gang that would have to go whole while it has such pods is no victim now (empty list):
+    evicting only its running pods would leave the new ones below minMember."""
     by_ps: dict[str, list[TaskInfo]] = {}
     for t in v.tasks:
         by_ps.setdefault(t.podset, []).append(t)
+    placed: dict[str, int] = {}
+    if session is not None:
+        for t in v.job.tasks:
+            if t.key in session.placements and t.key not in session.evictions:
+                placed[t.podset] = placed.get(t.podset, 0) + 1
     for name in reversed(list(v.job.podsets)):
         ts = by_ps.get(name)
-        if ts and len(ts) > v.job.podsets[name].min_available:
+        if ts and len(ts) + placed.get(name, 0) > v.job.podsets[name].min_available:
             return [ts[-1]]
-    return list(v.tasks)
+    return [] if placed else list(v.tasks)
 
 
 _ZERO = [0.0, 0.0, 0.0]
@@ -334,7 +344,9 @@ class JobSolver:
             v = vq.pop()
             if v is None:
                 break
-            cand = tasks_to_evict(v)
+            cand = tasks_to_evict(v, s)
+            if not cand:
+                continue
             if any(t.key in rec for t in cand):
                 rest = [t for t in v.tasks if t.key not in rec]
                 if rest:
