@@ -17,7 +17,8 @@ Checked on every generated cluster, for `--engine greedy` and `--engine cp-sat`:
 - gangs: each PodGroup with a pod placed this cycle has at least minMember pods (per leaf
   sub-group) allocated after the cycle;
 - queue limits and the non-preemptible quota at every level of the queue tree;
-- no evictions (allocation only); every PodGroup left with pending pods is explained;
+- no evictions (allocation only: the cycle runs the allocate action alone); every PodGroup left
+  with pending pods is explained;
 - cp-sat is never worse than greedy: objective >= greedy objective, every job greedy starts is
   started, at least as many GPUs placed; and the greedy engine's decisions equal the greedy
   baseline inside the cp-sat cycle.
@@ -502,6 +503,9 @@ def placed_gpus(raw: Raw, out: dict[str, Any]) -> Fraction:
 
 
 def run(doc: dict[str, Any], engine: str):
+    """One allocation cycle: the eviction actions are left out here (their invariants are
+    tests/test_eviction_invariants.py's), whatever the generated configuration lists."""
+    doc = {**doc, "config": {**(doc.get("config") or {}), "actions": "allocate"}}
     state = build_cluster_state(load_snapshot_dict(doc))
     return run_cycle(state, CycleSettings(engine=engine, time_limit=TIME_LIMIT, seed=0))
 
