@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 
 from kai_cp.actions.preemptors import ActionOutcome, pending_jobs, run_action
-from kai_cp.actions.victims import Solution, Victim, VictimQueue, active_tasks
+from kai_cp.actions.victims import Solution, Victim, VictimQueue, preemptible_running
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.ordering import tasks_to_allocate
 from kai_cp.session import Session
@@ -25,6 +25,7 @@ class ConsolidationPolicy:
     def __init__(self, state: ClusterState, session: Session):
         self.state, self.session = state, session
         self.max_jobs = state.config.max_consolidation_preemptees
+        self._first: tuple | None = None          # (session log length, victims in victim order)
 
     def eligible(self, job: JobInfo) -> str | None:
         if not job.preemptible:
@@ -66,20 +67,20 @@ class ConsolidationPolicy:
         return gpus, mem
 
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
-        out = []
-        for j in self.state.jobs.values():
-            if not j.preemptible or j is preemptor:
-                continue
-            tasks = active_tasks(j, self.session)
-            if tasks:
-                out.append(Victim(j, tasks))
-        if self.max_jobs >= 0 and len(out) > self.max_jobs + 1:
-            # KAI accepts while counter <= max (quirk: max + 1 jobs), counting in Go map order, so
-            # which jobs it considers is random; kai-cp keeps the first max + 1 in victim order
-            # (3.8), the jobs KAI's search would try first had they all been accepted.
-            vq = VictimQueue(self.session, out)
-            out = [vq.pop() for _ in range(self.max_jobs + 1)]
-        return out
+        key = len(self.session._log)
+        if self._first is None or self._first[0] != key:
+            out = [v for vs in preemptible_running(self.session).values() for v in vs]
+            if self.max_jobs >= 0 and len(out) > self.max_jobs + 1:
+                # KAI accepts while counter <= max (quirk: max + 1 jobs), counting in Go map order,
+                # so which jobs it considers is random; kai-cp keeps the first max + 1 in victim
+                # order (3.8), the jobs KAI's search would try first had they all been accepted
+                # (one spare, for when the preemptor itself is among them).
+                vq = VictimQueue(self.session, out)
+                out = [vq.pop() for _ in range(min(len(out), self.max_jobs + 2))]
+                out = [v for v in out if v is not None]
+            self._first = (key, out)
+        out = [v for v in self._first[1] if v.job is not preemptor]
+        return out[:self.max_jobs + 1] if self.max_jobs >= 0 else out
 
     def message(self, victim: TaskInfo, preemptor: JobInfo) -> str:
         return (f"Pod {victim.key} was preempted and rescheduled due to bin packing (resource consolidation) "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kai_cp.actions.reclaim_rules import preempt_quota_ok
 from kai_cp.actions.preemptors import ActionOutcome, pending_jobs, run_action
-from kai_cp.actions.victims import Solution, Victim, active_tasks
+from kai_cp.actions.victims import Solution, Victim, preemptible_running
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.ordering import request_vector, tasks_to_allocate
 from kai_cp.session import Session
@@ -32,14 +32,9 @@ class PreemptPolicy:
         return f"preempt: the non-preemptible job would take queue {self.state.queues[job.queue].label} over its quota"
 
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
-        out = []
-        for j in self.state.jobs.values():
-            if j.queue != preemptor.queue or not j.preemptible or j.priority >= preemptor.priority or j is preemptor:
-                continue
-            tasks = active_tasks(j, self.session)
-            if tasks and self.guard.may_lose(j, ACTION, preemptor.queue):
-                out.append(Victim(j, tasks))
-        return out
+        return [v for v in preemptible_running(self.session).get(preemptor.queue, [])
+                if v.job.priority < preemptor.priority and v.job is not preemptor
+                and self.guard.may_lose(v.job, ACTION, preemptor.queue)]
 
     def message(self, victim: TaskInfo, preemptor: JobInfo) -> str:
         return preempt_message(victim, preemptor)

@@ -8,7 +8,7 @@ from fractions import Fraction
 from kai_cp import capacity
 from kai_cp.actions.preemptors import ActionOutcome, pending_jobs, run_action
 from kai_cp.actions.reclaim_rules import ReclaimValidator, can_reclaim, leveled_queues
-from kai_cp.actions.victims import Solution, Victim, active_tasks
+from kai_cp.actions.victims import Solution, Victim, preemptible_running
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.ordering import request_vector, tasks_to_allocate
 from kai_cp.queues import QueueInfo
@@ -63,14 +63,8 @@ class ReclaimPolicy:
         return None
 
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
-        out = []
-        for j in self.state.jobs.values():
-            if j.queue == preemptor.queue or not j.preemptible or j.queue not in self.state.queues:
-                continue
-            tasks = active_tasks(j, self.session)
-            if tasks and self.guard.may_lose(j, ACTION, preemptor.queue):
-                out.append(Victim(j, tasks))
-        return out
+        return [v for q, vs in preemptible_running(self.session).items() if q != preemptor.queue and q in self.state.queues
+                for v in vs if self.guard.may_lose(v.job, ACTION, preemptor.queue)]
 
     def message(self, victim: TaskInfo, preemptor: JobInfo) -> str:
         return reclaim_message(self.state, self.session, victim, preemptor)

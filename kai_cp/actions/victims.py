@@ -72,6 +72,25 @@ def active_tasks(job: JobInfo, session: Session) -> list[TaskInfo]:
                   key=lambda t: t.order_key)
 
 
+def preemptible_running(session: Session) -> dict[str, list[Victim]]:
+    """Per queue, the preemptible jobs with active tasks, in job order of the state. Cached until
+    the session changes (a commit adds to its log; a rollback restores the same length and
+    content), so the actions' per-preemptor victim lists cost a filter, not a scan of all pods."""
+    key = len(session._log)
+    cached = session.__dict__.get("_victims")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    out: dict[str, list[Victim]] = {}
+    for j in session.state.jobs.values():
+        if not j.preemptible:
+            continue
+        tasks = active_tasks(j, session)
+        if tasks:
+            out.setdefault(j.queue, []).append(Victim(j, tasks))
+    session.__dict__["_victims"] = (key, out)
+    return out
+
+
 def moved_earlier(t: TaskInfo, session: Session) -> bool:
     """Evicted and pipelined elsewhere by an earlier commit of this cycle."""
     return t.key in session.evictions and t.key in session.placements

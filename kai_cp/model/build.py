@@ -29,8 +29,7 @@ from kai_cp.state import ClusterState
 CONSTRAINTS: tuple[Concern, ...] = (Evictions(), NodeCapacity(), Gang(), QueueQuota(), Topology(), AntiAffinity())
 OBJECTIVE_LEVELS: tuple[tuple[Concern, ...], ...] = (
     (KeepGreedyNodes(), Placement(), Pipelining(), Compactness(), GpuSharing(), Fragmentation()),   # soft preferences
-    (Utilisation(),),
-    (VictimCost(),),
+    (Utilisation(), VictimCost()),
     (KaiOrder(),),
 )
 

@@ -17,11 +17,15 @@ Which evictions are allowed (hard constraints):
   ends within its fair share (gates 1 and 3 where the reclaimer stays within its share), and each
   victim queue level loses at most what takes it to its allocatable share (or its quota, for
   quota reclaim) plus one chunk, KAI's test-before-subtract (gate 2, 3.7.2).
-Objective: a level of its own, below KAI's order and above utilisation: fewest pods evicted,
-then cheaper ones (over-quota queues before in-quota ones, lower priority first).
+Objective: below KAI's order (so evictions serve the jobs KAI would serve) and in utilisation's
+level, each pod evicted outweighing any one pod placed: fewest pods evicted, then cheaper ones
+(over-quota queues before in-quota ones, lower priority first), each GPU taken below a victim
+queue's fair share counting as four pods. (A level of its own between utilisation and KAI's
+order does not stay exact in a double on 1,000-node clusters.)
 
-Consolidation moves and shared-GPU victims are not modelled: a cycle whose greedy actions made
-one keeps greedy's decisions (actions/pipeline.py `unmodelled_evictions`).
+Consolidation moves and shared-GPU victims are not modelled: when KAI's greedy actions make one,
+the model decides the allocation alone and the greedy eviction actions run on its answer
+(cycle.py, actions/pipeline.py `unmodelled_evictions`).
 """
 
 from __future__ import annotations
@@ -40,7 +44,10 @@ from kai_cp.model.base import ModelContext
 from kai_cp.state import ClusterState
 
 NAME = "evictions"
-BASE_COST, QUOTA_COST, PRIORITY_BANDS = 10, 2, 3     # per pod: fewest first, then cheapest (< 2 x base)
+# Per pod evicted: fewest first, then cheapest (< 2 x base). In utilisation's level, so a pod
+# evicted outweighs any one pod placed (100 + GPUs x 100, model/utilisation.py).
+BASE_COST, QUOTA_COST, PRIORITY_STEP, PRIORITY_BANDS = 2000, 400, 200, 3
+BELOW_SHARE_COST = 4 * BASE_COST // 100   # per hundredth of a GPU taken below the victim queue's fair share
 
 
 @dataclass(eq=False)
@@ -179,7 +186,7 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     for u in units:
         q = state.queues[u.queue]
         in_quota = q.allocated["gpu"] <= q.deserved["gpu"] or q.deserved["gpu"] == -1
-        u.cost = BASE_COST + QUOTA_COST * in_quota + max(0, min(PRIORITY_BANDS, u.priority // 50))
+        u.cost = BASE_COST + QUOTA_COST * in_quota + PRIORITY_STEP * max(0, min(PRIORITY_BANDS, u.priority // 50))
     freeable = []                        # per unit, what it frees per node (computed once)
     for u in units:
         rows = [(n, sum(table.vector(t) for ts in by_ps.values() for t in ts)) for n, by_ps in u.node_tasks.items()]
@@ -344,12 +351,10 @@ class Evictions:
         ctx.extensions["eviction-model"] = EvictionModel(z, r_of, allowances, caps, ev_of)
         ctx.extensions["eviction-units"] = unit_vars
         ctx.aux += [v for _, plan in unit_vars for _, v, _ in plan]
-        # Cheapest first means, before anything else, not taking a queue below its fair share:
-        # every GPU reclaimed beyond what the queue holds above its share costs more than any
-        # number of pods (KAI's gate 2 lets the last chunk cross the share; its victim order
-        # then prefers the small jobs that do not).
-        per_pod_max = max(costs_c, default=0) * max((len(u.tasks) for u in pool.units), default=1)
-        below_weight = per_pod_max * len(pool.units) + 1
+        # Cheap victims do not take a queue below its fair share: every GPU reclaimed beyond what
+        # the queue holds above its share costs as much as four pods (KAI's gate 2 lets the last
+        # chunk cross the share; its victim order then prefers the small jobs that do not).
+        below_weight = BELOW_SHARE_COST
         for qname, terms in gpu_terms.items():
             q = state.queues[qname]
             above = int((alloc[qname]["gpu"] - q.fair_share["gpu"]) * 100)
@@ -458,7 +463,7 @@ class EvictionModel:
 
 
 class VictimCost:
-    """Fewest, then cheapest victims (a level between utilisation and KAI's order)."""
+    """Fewest, then cheapest victims (in utilisation's level, below KAI's order)."""
     name = "victims"
 
     def contribute(self, ctx: ModelContext) -> None:
