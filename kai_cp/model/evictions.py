@@ -387,17 +387,19 @@ class Evictions:
         ev_of = ctx.extensions.setdefault("eviction-node", {})
         for n, entries in per_node.items():
             pairs = by_node_class.get(n, [])
-            # A job KAI's allocate did not place and that may evict nobody here stays off a node
-            # that loses pods: in KAI it could only have taken idle capacity before the eviction
-            # actions ran, so evicting here would make room for it, not for a preemptor.
-            outsiders = [i for i in pairs if ctx.classes[int(ctx.pair_class[i])].job.name not in started
-                         and not any(_legal(u, ctx.classes[int(ctx.pair_class[i])].job) for u, _, _ in entries)]
+            # A job that may evict nobody here places on a node that loses pods no more than KAI's
+            # allocate placed there (before the eviction actions, on idle capacity): otherwise the
+            # eviction would make room for it, with the preemptor merely taking its idle share.
+            outsiders = [i for i in pairs
+                         if not any(_legal(u, ctx.classes[int(ctx.pair_class[i])].job) for u, _, _ in entries)]
             if outsiders:
                 ev = ev_of[n] = m.new_bool_var("")
                 for _, var, _ in entries:
                     m.add(var <= _ub(var) * ev)
                 for i in outsiders:
-                    m.add(ctx.x[i] <= int(ctx.pair_ub[i]) * (1 - ev))
+                    ub, g = int(ctx.pair_ub[i]), int(ctx.greedy_counts.get(i, 0))
+                    if g < ub:
+                        m.add(ctx.x[i] <= g + (ub - g) * (1 - ev))
                 ctx.hint(ev, 1 if any(e.node == n for e in ctx.greedy.session.evictions.values()) else 0)
             groups: dict[tuple, list] = {}
             for u, var, vec in entries:
