@@ -330,7 +330,10 @@ class JobSolver:
                 s.rollback(cp)
             recorded = solution.victims
         for t in solution.victims:       # messages only for what is committed (they read queue state)
-            s.evictions[t.key].message = self.policy.message(t, preemptor)
+            ev = s.evictions[t.key]
+            # a pod an earlier commit moved, taken again: its eviction is now this action's
+            ev.action, ev.for_job = self.policy.action, preemptor.name
+            ev.message = self.policy.message(t, preemptor)
         return solution
 
     # -- 6.2.3 --------------------------------------------------------------------------
