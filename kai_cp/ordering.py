@@ -146,6 +146,15 @@ def queue_less(l: QueueView, la: list[float], lreq: list[float],
     return l.created < r.created
 
 
+def queue_tree(state) -> tuple[dict[str, QueueView], dict[str, list[str]], list[str]]:
+    """The queue tree as the job and victim queues walk it: views, children and roots, each in
+    creation order."""
+    views = {q.name: QueueView(q, state.total) for q in state.queues.values()}
+    children = {q.name: sorted(q.children, key=lambda c: state.queues[c].creation) for q in state.queues.values()}
+    roots = sorted((q.name for q in state.queues.values() if q.parent is None), key=lambda n: state.queues[n].creation)
+    return views, children, roots
+
+
 class JobQueue:
     """KAI's JobsOrderByQueues for the allocate action: pop the next job across the queue tree.
 
@@ -158,12 +167,7 @@ class JobQueue:
     def __init__(self, session: Session, jobs: Iterable[JobInfo], real: bool = True):
         self.session = session
         self.real = real
-        state = session.state
-        self.views = {q.name: QueueView(q, state.total) for q in state.queues.values()}
-        self.children = {q.name: sorted(q.children, key=lambda c: state.queues[c].creation)
-                         for q in state.queues.values()}
-        self.roots = sorted((q.name for q in state.queues.values() if q.parent is None),
-                            key=lambda n: state.queues[n].creation)
+        self.views, self.children, self.roots = queue_tree(session.state)
         self.heaps: dict[str, list] = {}
         self._init: dict[str, list[float]] = {}
         self._best: dict[str, JobInfo | None] = {}

@@ -61,8 +61,10 @@ def test_kai_eviction_scenario(path: Path, tmp_path: Path) -> None:
     assert verdict.ok, verdict.render(verbose=True)
 
 
-@pytest.mark.parametrize("engine", ["greedy", pytest.param("cp-sat", marks=pytest.mark.xfail(
-    strict=True, reason=RECLAIM_007_CPSAT_LOOP))])
+_CPSAT_007 = pytest.mark.xfail(strict=True, reason=RECLAIM_007_CPSAT_LOOP)
+
+
+@pytest.mark.parametrize("engine", ["greedy", pytest.param("cp-sat", marks=_CPSAT_007)])
 def test_reclaim_test_007_does_not_loop(tmp_path: Path, engine: str) -> None:
     """queue0 (quota 2) runs 3 GPUs of 4, queue1 (quota 2) runs 1 and waits for a 3-GPU and a
     1-GPU job. Reclaiming a queue0 job for the 1-GPU job would loop: next cycle allocate puts

@@ -18,7 +18,7 @@ import numpy as np
 from kai_cp.actions.allocate import Allocator, JobOutcome
 from kai_cp.gpu_sharing import task_memory
 from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
-from kai_cp.ordering import JobQueue, QueueView, queue_less, tasks_to_allocate
+from kai_cp.ordering import JobQueue, queue_less, queue_tree, tasks_to_allocate
 from kai_cp.queues import RESOURCES
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -151,11 +151,7 @@ class VictimQueue:
     def __init__(self, session: Session, victims: list[Victim]):
         self.session = session
         state = session.state
-        self.views = {q.name: QueueView(q, state.total) for q in state.queues.values()}
-        self.children = {q.name: sorted(q.children, key=lambda c: state.queues[c].creation)
-                         for q in state.queues.values()}
-        self.roots = sorted((q.name for q in state.queues.values() if q.parent is None),
-                            key=lambda n: state.queues[n].creation)
+        self.views, self.children, self.roots = queue_tree(state)
         self.heaps: dict[str, list] = {}
         self.taken: dict[str, list[float]] = {}
         self._seq = 0
