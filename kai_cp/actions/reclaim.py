@@ -83,8 +83,8 @@ class ReclaimPolicy:
     def failure(self, preemptor: JobInfo) -> str:
         if self.last_rejection:
             return f"reclaim: {self.last_rejection}"
-        return (f"reclaim: evicting preemptible jobs of other queues would not make room for it "
-                f"within their fair shares")
+        return ("reclaim: evicting preemptible jobs of other queues would not make room for it "
+                "within their fair shares")
 
 
 def run_reclaim(state: ClusterState, session: Session, guard, budget=None) -> ActionOutcome:

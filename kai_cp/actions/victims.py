@@ -10,7 +10,7 @@ simulation leaves in place) is common, as in KAI.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -29,13 +29,6 @@ class Victim:
     """A victim job restricted to the tasks that may still be chosen from it (task order)."""
     job: JobInfo
     tasks: list[TaskInfo]
-
-
-@dataclass
-class Scenario:
-    recorded: list[TaskInfo]                      # victims of the previous partial solution
-    potential: list[TaskInfo] = field(default_factory=list)
-    latest: list[TaskInfo] = field(default_factory=list)    # the last victim tasks added
 
 
 @dataclass
@@ -341,7 +334,6 @@ class JobSolver:
             self.budget.spend(len(self._victims))
         vq = VictimQueue(s, self._victims)
         rec = {t.key for t in recorded}
-        sc = Scenario(recorded)
         base = self._feasible_base(tasks)
         gate = _GpuFilter(self, tasks, base)
         self._note(recorded)
@@ -380,7 +372,6 @@ class JobSolver:
                 if t.job not in jobs:
                     jobs.append(t.job)
                 by_job.setdefault(t.job, []).append(t)
-            sc.potential += cand
             if not gate.ok():
                 continue
             r = self._try(preemptor, tasks, cand, by_node, by_job, recorded, feasible)

@@ -383,7 +383,6 @@ class Evictions:
                 n = table.index[ts[0].node]
                 mult = len(ts) if how == "all" else 1
                 per_node.setdefault(n, []).append((u, var, table.vector(ts[0]) * mult))
-        started = ctx.greedy.started_jobs
         ev_of = ctx.extensions.setdefault("eviction-node", {})
         for n, entries in per_node.items():
             pairs = by_node_class.get(n, [])
