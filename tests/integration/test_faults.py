@@ -29,6 +29,16 @@ def _binding(m, p, q):
     return m == "POST" and p.endswith("/binding") and q.get("dryRun") != "All"
 
 
+def _allocate_only(tmp_path) -> list[str]:
+    """These tests measure binding under API faults with workload stand-ins that recreate no
+    pod: KAI's eviction actions (consolidation moving running pods, stale gangs) would delete gang
+    members nobody brings back, which is not what is under test (stale-gang eviction in a live
+    cluster is tested in test_run_e2e.py)."""
+    conf = tmp_path / "allocate-only.yaml"
+    conf.write_text("actions: allocate\n")
+    return ["--scheduler-conf", str(conf)]
+
+
 def _summary(name: str, doc: dict) -> None:
     print(f"\n[{name}] " + json.dumps(doc, sort_keys=True))
     if SUMMARY:
@@ -63,7 +73,7 @@ def test_bind_mode_survives_api_faults(apiserver, shard, start_scheduler, tmp_pa
         Rule("delay", lambda m, p, q: m != "GET", rate=0.05, seconds=0.5),
     ]
     kc = apiserver.write_kubeconfig(tmp_path / "via-proxy", proxy.url)
-    sched = start_scheduler("--bind", "--v=4", kubeconfig=kc)
+    sched = start_scheduler("--bind", "--v=4", *_allocate_only(tmp_path), kubeconfig=kc)
     wait_ready(sched)
     kubelet = Kubelet(kube, shard).start()
     churn = Churn(kube, shard, f"{shard}-q", shard, seed=3, every=0.25, sizes=(1, 4), run_seconds=0.5).start()
@@ -125,7 +135,7 @@ def test_bind_requests_survive_api_faults(apiserver, shard, start_scheduler, tmp
     proxy.rules = [Rule("status", br, rate=0.15, status=500), Rule("lose_answer", br, rate=0.1),
                    Rule("timeout", br, rate=0.03, seconds=3.5), Rule("status", br, rate=0.05, status=429)]
     kc = apiserver.write_kubeconfig(tmp_path / "via-proxy", proxy.url)
-    sched = start_scheduler(kubeconfig=kc)
+    sched = start_scheduler(*_allocate_only(tmp_path), kubeconfig=kc)
     wait_ready(sched)
     binder, kubelet = Binder(kube, shard).start(), Kubelet(kube, shard).start()
     churn = Churn(kube, shard, f"{shard}-q", shard, seed=5, every=0.3, sizes=(2, 4), run_seconds=0.5).start()
@@ -161,7 +171,8 @@ def test_leader_loss_two_replicas(apiserver, shard, start_scheduler, tmp_path):
              "--leader-elect-retry-period=300ms", "--api-timeout=0.8s")
     proxies = [FaultProxy(apiserver.url, ADMIN_TOKEN, seed=10 + i) for i in range(2)]
     kcs = [apiserver.write_kubeconfig(tmp_path / f"kc{i}", p.url) for i, p in enumerate(proxies)]
-    replicas = [start_scheduler("--bind", f"--identity=r{i}", *lease, kubeconfig=kcs[i]) for i in range(2)]
+    conf = _allocate_only(tmp_path)
+    replicas = [start_scheduler("--bind", f"--identity=r{i}", *lease, *conf, kubeconfig=kcs[i]) for i in range(2)]
     for r in replicas:
         wait_ready(r)
     kubelet = Kubelet(kube, shard).start()
@@ -183,7 +194,7 @@ def test_leader_loss_two_replicas(apiserver, shard, start_scheduler, tmp_path):
             replicas[i].stop(signal.SIGKILL)                       # the leader dies
             kills += 1
             wait_for(lambda: holder() not in (None, h), 15, what="the other replica to take over")
-            replicas[i] = start_scheduler("--bind", f"--identity=r{i}", *lease, kubeconfig=kcs[i])
+            replicas[i] = start_scheduler("--bind", f"--identity=r{i}", *lease, *conf, kubeconfig=kcs[i])
             wait_ready(replicas[i])
         else:
             # The leader loses the API server for its lease (renewals fail) but keeps running.
