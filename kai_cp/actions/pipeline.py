@@ -57,13 +57,12 @@ def run_evictions(state: ClusterState, session: Session, now: float, budget: Bud
 HINT_WORK = 5_000
 
 
-def run_greedy(state: ClusterState, now: float, bounded: bool = False, evictions: bool = True) -> GreedyResult:
+def run_greedy(state: ClusterState, now: float, bounded: bool = False) -> GreedyResult:
     """KAI's actions in order: allocate, then the eviction actions on the session it leaves.
-    `bounded`: the eviction search stops after HINT_WORK simulated placements (as a hint);
-    `evictions=False`: allocate alone."""
+    `bounded`: the eviction search stops after HINT_WORK simulated placements (as a hint)."""
     greedy = run_allocate(state)
     greedy.now = now
-    if evictions and any(a in EVICTING for a in state.config.actions):
+    if any(a in EVICTING for a in state.config.actions):
         greedy.actions = run_evictions(state, greedy.session, now, Budget(HINT_WORK) if bounded else None)
     return greedy
 
