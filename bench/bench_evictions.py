@@ -111,18 +111,7 @@ def _running_job(name: str, project: gen.Project, pclass: str, node: gen.Node, c
 
 def _document(nodes: list[gen.Node], queues: list[dict[str, Any]], jobs: list[gen.Job],
               uid: gen.UidSource) -> dict[str, Any]:
-    pods: list[dict[str, Any]] = []
-    groups: list[dict[str, Any]] = []
-    for job in jobs:
-        pg, job_pods = gen.render_job(job, uid)
-        groups.append(pg)
-        pods.extend(job_pods)
-    raw = {"pods": pods, "nodes": [gen.render_node(n, "block-000", "rack-0000", uid()) for n in nodes],
-           "queues": queues, "podGroups": groups, "bindRequests": [],
-           "priorityClasses": gen.priority_classes(uid), "configMaps": [], "persistentVolumeClaims": [],
-           "csiStorageCapacities": [], "storageClasses": [], "csiDrivers": [], "resourceClaims": [],
-           "resourceSlices": [], "deviceClasses": [], "topologies": []}
-    return {"config": gen.scheduler_config(), "schedulerParams": gen.scheduler_params(), "rawObjects": raw}
+    return gen.render_document(jobs, nodes, lambda n: ("block-000", "rack-0000"), queues, uid, topology=False)
 
 
 def reclaim_large_jobs(nodes: int, large_job_share: float = 0.5) -> dict[str, Any]:

@@ -118,18 +118,7 @@ def build_cluster(seed: int, shape: Shape) -> dict[str, Any]:
         job.topology_required, job.topology_preferred = gen.topology_choice(rng, gpus * size, level_gpus)
         jobs.append(job)
         demand += gpus * size
-    pods_out: list[dict[str, Any]] = []
-    groups: list[dict[str, Any]] = []
-    for job in jobs:
-        pg, job_pods = gen.render_job(job, uid)
-        groups.append(pg)
-        pods_out.extend(job_pods)
-    raw = {"pods": pods_out, "nodes": [gen.render_node(n, *where[n.name], uid()) for n in nodes],
-           "queues": queues, "podGroups": groups, "bindRequests": [],
-           "priorityClasses": gen.priority_classes(uid), "configMaps": [], "persistentVolumeClaims": [],
-           "csiStorageCapacities": [], "storageClasses": [], "csiDrivers": [], "resourceClaims": [],
-           "resourceSlices": [], "deviceClasses": [], "topologies": [gen.topology_object(uid)]}
-    return {"config": gen.scheduler_config(), "schedulerParams": gen.scheduler_params(), "rawObjects": raw}
+    return gen.render_document(jobs, nodes, lambda n: where[n.name], queues, uid)
 
 
 def make_queues(total_gpus: int, uid: gen.UidSource) -> tuple[list[dict[str, Any]], list[gen.Project]]:

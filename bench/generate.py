@@ -45,7 +45,7 @@ import sys
 import time
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from kai_cp.gcpause import gc_paused
 
@@ -1038,6 +1038,14 @@ def build_document(nodes: int, pending_pods: int, running_pods: int | None, seed
     if contention:
         apply_contention(seed, jobs, pending, projects)
     jobs += pending
+    return render_document(jobs, node_list, lambda n: where[n.name], queues, uid)
+
+
+def render_document(jobs: list[Job], nodes: list[Node], place: Callable[[Node], tuple[str, str]],
+                    queues: list[dict[str, Any]], uid: UidSource, topology: bool = True) -> dict[str, Any]:
+    """The snapshot document of these jobs, nodes (at `place(node)` = (block, rack)) and queues;
+    object ids are drawn in a fixed order (jobs, nodes, priority classes, topology), so the same
+    inputs give the same document."""
     pods: list[dict[str, Any]] = []
     pod_groups: list[dict[str, Any]] = []
     for job in jobs:
@@ -1046,11 +1054,11 @@ def build_document(nodes: int, pending_pods: int, running_pods: int | None, seed
         pods.extend(job_pods)
     raw = {
         "pods": pods,
-        "nodes": [render_node(n, *where[n.name], uid()) for n in node_list],
+        "nodes": [render_node(n, *place(n), uid()) for n in nodes],
         "queues": queues, "podGroups": pod_groups, "bindRequests": [],
         "priorityClasses": priority_classes(uid), "configMaps": [], "persistentVolumeClaims": [],
         "csiStorageCapacities": [], "storageClasses": [], "csiDrivers": [], "resourceClaims": [],
-        "resourceSlices": [], "deviceClasses": [], "topologies": [topology_object(uid)],
+        "resourceSlices": [], "deviceClasses": [], "topologies": [topology_object(uid)] if topology else [],
     }
     return {"config": scheduler_config(), "schedulerParams": scheduler_params(), "rawObjects": raw}
 

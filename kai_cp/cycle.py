@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from kai_cp.actions.allocate import run_allocate
 from kai_cp.actions.pipeline import HINT_WORK, run_evictions, run_greedy, unmodelled_evictions
 from kai_cp.actions.preemptors import Budget
 from kai_cp.actions.preemptors import ActionOutcome
@@ -149,8 +148,7 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         # allocate as hint) and KAI's eviction actions then run on its answer; greedy's whole
         # cycle stays the fallback.
         stats["evictionsBy"] = f"greedy actions after the model ({fixed})"
-        greedy = run_allocate(state)
-        greedy.now = now
+        greedy = run_greedy(state, now, evictions=False)
     t1 = time.perf_counter()
     try:
         ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit),

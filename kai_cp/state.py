@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timezone
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Iterable
 
-from pydantic import TypeAdapter, ValidationError
 
-from models import Time
 
 from kai_cp.config import SchedulerConfig, parse_config
 from kai_cp.errors import ObjectWarning
@@ -45,7 +43,7 @@ TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
 GPU_GROUP_LABEL = "runai-gpu-group"
 UTILITY_APPS = ("kai-resource-reservation", "scaling-pod")
 DEFAULT_JOB_PRIORITY = 50
-_TIME = TypeAdapter(Time)          # RFC 3339 as the models parse metav1.Time
+_GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
 
 
 @dataclass
@@ -170,23 +168,6 @@ def _podsets(pg) -> tuple[dict[str, PodSet], list[str]]:
     return podsets, problems
 
 
-def _last_start(pg) -> tuple[float | None, str | None]:
-    """The job's last start (min-runtime protection, spec 6.7) and a problem with the annotation.
-
-    KAI treats an unreadable or zero time as "never started": the job is then not protected,
-    which is what a bad value gives here too, with a warning so the user can fix it."""
-    raw = (pg.metadata.annotations or {}).get(LAST_START_ANNOTATION)
-    if raw is None:
-        return None, None
-    try:
-        t = _TIME.validate_python(raw)
-    except ValidationError:
-        return None, f"invalid RFC 3339 time {raw!r}; the job is not protected by min-runtime"
-    if t.replace(tzinfo=None) == datetime.min:
-        return None, None          # Go's zero time: unset
-    return t.timestamp(), None
-
-
 def parse_rfc3339(text: str) -> float | None:
     """Seconds since the epoch of an RFC 3339 time (as Go's time.RFC3339 reads it), else None."""
     if not isinstance(text, str) or not _RFC3339.fullmatch(text):
@@ -197,18 +178,18 @@ def parse_rfc3339(text: str) -> float | None:
         return None
 
 
-def _stale_since(pg, warnings: list | None) -> float | None:
-    """KAI reads the annotation back each cycle so the grace period spans cycles (spec 6.6); an
-    unparseable value counts as unset (and is replaced or removed at the end of the cycle)."""
-    raw = (pg.metadata.annotations or {}).get(STALE_ANNOTATION)
+def _annotation_time(pg, key: str, meaning: str, warnings: list | None) -> float | None:
+    """A PodGroup time annotation KAI reads back each cycle: the last start (min-runtime, spec
+    6.7) and the stale-since time (6.6). An unreadable value counts as unset, with a warning that
+    says what that means for the job; Go's zero time is unset."""
+    raw = (pg.metadata.annotations or {}).get(key)
     if not raw:
         return None
     value = parse_rfc3339(raw)
     if value is None and warnings is not None:
         warnings.append(ObjectWarning(f"PodGroup/{pg.metadata.namespace or 'default'}/{pg.metadata.name}",
-                                      f"metadata.annotations.{STALE_ANNOTATION}",
-                                      f"{raw!r} is not an RFC 3339 time; treated as unset"))
-    return value
+                                      f"metadata.annotations.{key}", f"{raw!r} is not an RFC 3339 time; {meaning}"))
+    return None if value == _GO_ZERO_TIME else value
 
 
 def _make_job(pg, queues: dict[str, QueueInfo], prio: dict[str, int], default_prio: int,
@@ -224,11 +205,9 @@ def _make_job(pg, queues: dict[str, QueueInfo], prio: dict[str, int], default_pr
                   queue=queue, priority=priority, preemptible=preemptible,
                   creation=ts_key(pg.metadata.creation_timestamp), podsets=podsets, problems=problems,
                   topology_constraint=spec.topology_constraint if spec is not None else None, pod_group=pg,
-                  stale_since=_stale_since(pg, warnings))
-    job.last_start, bad_start = _last_start(pg)
-    if bad_start:
-        warnings.append(ObjectWarning(f"PodGroup/{job.namespace}/{job.name}",
-                                      f"metadata.annotations.{LAST_START_ANNOTATION}", bad_start))
+                  stale_since=_annotation_time(pg, STALE_ANNOTATION, "treated as unset", warnings),
+                  last_start=_annotation_time(pg, LAST_START_ANNOTATION,
+                                              "the job is not protected by min-runtime", warnings))
     if not problems:
         job.scope, topo_errors = job_scopes(pg, podsets, trees)
         job.problems += topo_errors

@@ -57,12 +57,13 @@ def run_evictions(state: ClusterState, session: Session, now: float, budget: Bud
 HINT_WORK = 5_000
 
 
-def run_greedy(state: ClusterState, now: float, bounded: bool = False) -> GreedyResult:
+def run_greedy(state: ClusterState, now: float, bounded: bool = False, evictions: bool = True) -> GreedyResult:
     """KAI's actions in order: allocate, then the eviction actions on the session it leaves.
-    `bounded`: the eviction search stops after HINT_WORK simulated placements (as a hint)."""
+    `bounded`: the eviction search stops after HINT_WORK simulated placements (as a hint);
+    `evictions=False`: allocate alone."""
     greedy = run_allocate(state)
     greedy.now = now
-    if any(a in EVICTING for a in state.config.actions):
+    if evictions and any(a in EVICTING for a in state.config.actions):
         greedy.actions = run_evictions(state, greedy.session, now, Budget(HINT_WORK) if bounded else None)
     return greedy
 

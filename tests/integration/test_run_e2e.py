@@ -190,16 +190,22 @@ def test_run_help_documents_every_flag():
             assert action.help, action.option_strings
 
 
-def test_stale_gang_annotation_set_and_cleared(apiserver, shard, start_scheduler):
-    """A gang below its minimum with some pods running (here: one bound by someone else) carries
-    KAI's stale-podgroup-timestamp annotation; it is removed when the gang is no longer stale."""
-    kube = apiserver.kube
+def _stale_gang(kube, shard: str) -> None:
+    """Gang `s` of 3 one-GPU pods on a 2-GPU pool, its pod s-0 bound by someone else: below its
+    minimum with a pod running, i.e. stale."""
     _setup(kube, shard, nodes=1, gpus=2)
-    _gang(kube, shard, "s", 3, 1)            # needs 3 GPUs, the pool has 2
+    _gang(kube, shard, "s", 3, 1)
     p = kube.get(object_path("v1", "pods", shard, "s-0"))
     kube.create(object_path("v1", "pods", shard, "s-0", "binding"),
                 {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "s-0", "uid": p["metadata"]["uid"]},
                  "target": {"apiVersion": "v1", "kind": "Node", "name": f"{shard}-n0"}})
+
+
+def test_stale_gang_annotation_set_and_cleared(apiserver, shard, start_scheduler):
+    """A gang below its minimum with some pods running (here: one bound by someone else) carries
+    KAI's stale-podgroup-timestamp annotation; it is removed when the gang is no longer stale."""
+    kube = apiserver.kube
+    _stale_gang(kube, shard)
     sched = start_scheduler("--bind")
     wait_ready(sched)
     ann = lambda: kube.get(object_path(PG, "podgroups", shard, "s"))["metadata"].get("annotations") or {}  # noqa: E731
@@ -216,12 +222,7 @@ def test_stale_gang_is_evicted_after_the_grace_period(apiserver, shard, start_sc
     """Past `--default-staleness-grace-period` (counted from the annotation, across cycles) the
     stale gang's remaining pod is evicted; the pods that never ran are left alone."""
     kube = apiserver.kube
-    _setup(kube, shard, nodes=1, gpus=2)
-    _gang(kube, shard, "s", 3, 1)            # needs 3 GPUs, the pool has 2
-    p = kube.get(object_path("v1", "pods", shard, "s-0"))
-    kube.create(object_path("v1", "pods", shard, "s-0", "binding"),
-                {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "s-0", "uid": p["metadata"]["uid"]},
-                 "target": {"apiVersion": "v1", "kind": "Node", "name": f"{shard}-n0"}})
+    _stale_gang(kube, shard)
     sched = start_scheduler("--bind", "--default-staleness-grace-period=3s")
     wait_ready(sched)
     ann = lambda: kube.get(object_path(PG, "podgroups", shard, "s"))["metadata"].get("annotations") or {}  # noqa: E731
