@@ -154,3 +154,26 @@ def test_small_victims_rather_than_taking_a_queue_below_its_share(engine: str) -
     out = res.to_json()
     assert set(evicted(out)) == {"default/small-a-0", "default/small-b-0"}
     assert violations(res.state, res.session) == []
+
+
+def test_a_job_evicted_whole_gets_no_new_pods_in_the_same_cycle() -> None:
+    """Found by notebooks/05-simulate.ipynb: the model reclaimed an elastic job's two running
+    pods (its whole gang minimum) and bound its third, pending pod in the same cycle, leaving
+    one pod running below minMember 2."""
+    from snapshot_builder import node, pod, podgroup, queue, snapshot, state_of
+    from kai_cp.cycle import CycleSettings, run_cycle
+    from kai_cp.validate import eviction_violations
+
+    doc = snapshot(
+        [node("n1", gpu=2), node("n2", gpu=2)],
+        [queue("a", gpu={"quota": 0, "limit": -1, "overQuotaWeight": 1}),
+         queue("b", gpu={"quota": 4, "limit": -1, "overQuotaWeight": 1})],
+        [podgroup("e", "a", 2, preemptibility="preemptible"), podgroup("g", "b", 3, created=10)],
+        [pod("e-0", "e", gpu=1, phase="Running", node="n1"), pod("e-1", "e", gpu=1, phase="Running", node="n1"),
+         pod("e-2", "e", gpu=1)] + [pod(f"g-{i}", "g", gpu=1, created=10) for i in range(3)])
+    result = run_cycle(state_of(doc), CycleSettings(engine="cp-sat"))
+    assert violations(result.state, result.session) + eviction_violations(result.state, result.session) == []
+    out = result.to_json()
+    evicted_e = [e["pod"] for e in out["evictions"] if e["podGroup"] == "e"]
+    bound_e = [b["pod"] for b in out["binds"] + out["pipelined"] if b["podGroup"] == "e"]
+    assert not (evicted_e and bound_e), (evicted_e, bound_e)

@@ -21,7 +21,7 @@ class Churn:
         self.every, self.sizes, self.gpus = every, sizes, gpus_per_pod
         self.max_running, self.run_seconds = max_running_gangs, run_seconds
         self.created: dict[str, int] = {}      # gang -> size
-        self.finished: set[str] = set()
+        self.finished: set[str] = set()        # gangs completing (pods being deleted) or completed
         self._running_since: dict[str, float] = {}
         self._stop = threading.Event()
         self._creating = threading.Event()
@@ -88,10 +88,12 @@ class Churn:
             if len(ps) == self.created[gang] and all((p.get("status") or {}).get("phase") == "Running" for p in ps):
                 since = self._running_since.setdefault(gang, now)
                 if now - since >= self.run_seconds:
+                    # Marked before the deletes: a report taken mid-deletion sees a gang with
+                    # fewer pods than its size that is finishing, not partly placed.
+                    self.finished.add(gang)
                     for p in ps:
                         self._retry(lambda p=p: self.kube.delete(
                             object_path("v1", "pods", self.ns, p["metadata"]["name"]), gracePeriodSeconds=0))
-                    self.finished.add(gang)
 
 
 def gang_report(kube: Kube, ns: str, sizes: dict[str, int]) -> dict:
@@ -110,8 +112,11 @@ def gang_report(kube: Kube, ns: str, sizes: dict[str, int]) -> dict:
     return out
 
 
-def partial_gangs(report: dict, min_members: dict[str, int]) -> list[str]:
-    return sorted(g for g, r in report.items() if 0 < r["placed"] < min_members.get(g, 1))
+def partial_gangs(report: dict, min_members: dict[str, int], finishing: set[str] = frozenset()) -> list[str]:
+    """Gangs with some but fewer than minMember pods placed. `finishing`: gangs the workload was
+    completing (deleting pod by pod) when the report was taken; every one of them had all its
+    pods running first, so their missing pods are deleted ones, not unplaced ones."""
+    return sorted(g for g, r in report.items() if g not in finishing and 0 < r["placed"] < min_members.get(g, 1))
 
 
 def successful_bindings_per_pod(log) -> dict[str, int]:

@@ -230,6 +230,12 @@ class Evictions:
         costs_v, costs_c = [], []
         gpu_terms: dict[str, list[tuple[cp_model.IntVar, int]]] = {}   # victim queue -> reclaimable GPU terms
         greedy_ev = ctx.greedy.session.evictions
+        unit_jobs = {u.tasks[0].job for u in pool.units if u.kind == "job"}
+        own_pairs: dict[str, list[int]] = {}
+        for i, c in enumerate(ctx.pair_class.tolist()):
+            name = ctx.classes[c].job.name
+            if name in unit_jobs:
+                own_pairs.setdefault(name, []).append(i)
 
         def justification(u, nodes) -> list:
             lits = []
@@ -277,6 +283,11 @@ class Evictions:
             y = m.new_bool_var("") if u.whole else None
             if y is not None:
                 ctx.hint(y, 1 if evicted_all else 0)
+                # A job evicted whole gets no new pods this cycle: they would run below its gang
+                # minimum (an elastic job's pending pods are modelled as growth of a started job).
+                own = own_pairs.get(u.tasks[0].job)
+                if own:
+                    m.add(cp_model.LinearExpr.sum([ctx.x[i] for i in own]) == 0).only_enforce_if(y)
             parts = []
             total_pods = []
             plan = []

@@ -110,13 +110,13 @@ def test_bind_mode_survives_api_faults(apiserver, shard, start_scheduler, tmp_pa
                                   "gangs": len(churn.created), "podsBound": len(bindings),
                                   "doubleBinds": sum(1 for n in bindings.values() if n > 1),
                                   "podsOnTwoNodes": sum(1 for s in rogue_nodes.values() if len(s) > 1),
-                                  "partialGangs": len(partial_gangs(report, sizes)),
+                                  "partialGangs": len(partial_gangs(report, sizes, set(churn.finished))),
                                   "relistsAfter410": logs.count("watch expired")})
     assert sum(faults.values()) >= 200, faults
     assert faults.get("conflict_bind", 0) > 0 and faults.get("lose_answer", 0) > 0 and faults.get("timeout", 0) > 0
     assert all(n == 1 for n in bindings.values()), "a pod was bound twice"
     assert all(len(s) == 1 for s in rogue_nodes.values()), "a pod was bound to two nodes"
-    assert partial_gangs(report, sizes) == [], report
+    assert partial_gangs(report, sizes, set(churn.finished)) == [], report
     assert report.get("huge", {}).get("placed", 0) == 0
     assert logs.count("watch expired") > 0, "the compactions must have made the watches re-list"
     assert sched.alive()
@@ -151,10 +151,10 @@ def test_bind_requests_survive_api_faults(apiserver, shard, start_scheduler, tmp
     binder.stop(), kubelet.stop()
     _summary("bindrequest-mode-faults", {"injected": proxy.injected, "injectedTotal": proxy.total(),
                                          "gangs": len(churn.created), "binderDoubleBinds": binder.conflicts,
-                                         "partialGangs": len(partial_gangs(report, churn.created))})
+                                         "partialGangs": len(partial_gangs(report, churn.created, set(churn.finished)))})
     assert proxy.total() >= 20
     assert binder.conflicts == 0, "a BindRequest named a pod already bound elsewhere"
-    assert partial_gangs(report, churn.created) == []
+    assert partial_gangs(report, churn.created, set(churn.finished)) == []
     assert sched.alive()
     proxy.stop()
 
@@ -236,10 +236,10 @@ def test_leader_loss_two_replicas(apiserver, shard, start_scheduler, tmp_path):
             bindings[uid] = bindings.get(uid, 0) + n
     _summary("leader-loss", {"kills": kills, "leasePartitions": partitions, "bindingWrites": writes,
                              "writesByNonLeader": violations, "doubleBinds": sum(1 for n in bindings.values() if n > 1),
-                             "partialGangs": len(partial_gangs(report, churn.created)), "gangs": len(churn.created)})
+                             "partialGangs": len(partial_gangs(report, churn.created, set(churn.finished))), "gangs": len(churn.created)})
     assert kills >= 2 and partitions >= 2
     assert writes > 0 and violations == 0
     assert all(n == 1 for n in bindings.values())
-    assert partial_gangs(report, churn.created) == []
+    assert partial_gangs(report, churn.created, set(churn.finished)) == []
     for p in proxies:
         p.stop()
