@@ -81,6 +81,8 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--cycles", type=_positive_int, required=True)
     m.add_argument("--output", required=True, help="RESULT.json: final pods and every cycle's decisions")
     m.add_argument("--snapshot-out", help="also write the final cluster state as a snapshot")
+    m.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
+                   help="progress bar on stderr for runs longer than 2 s (auto: when stderr is a terminal)")
     _solver_options(m)
     # `kai-cp run` has its own parser (integration/run.py): it must accept KAI's flags and warn on unknown ones.
     sub.add_parser("run", add_help=False, help="schedule a live cluster in place of KAI's scheduler (kai-cp run --help)")
@@ -126,7 +128,8 @@ def _simulate(args: argparse.Namespace) -> int:
     from kai_cp.loader import write_json_atomic
     from kai_cp.simulate import simulate
     loaded = _load(args.snapshot)
-    result, final = simulate(loaded, args.cycles, _settings(args))
+    show = args.progress == "always" or (args.progress == "auto" and sys.stderr.isatty())
+    result, final = simulate(loaded, args.cycles, _settings(args), progress=show)
     if _FAST_EXIT:
         _KEEP.append((loaded, result, final))
     write_json_atomic(args.output, result)

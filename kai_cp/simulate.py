@@ -12,8 +12,11 @@ from typing import Any
 from kai_cp.cycle import CycleResult, CycleSettings, run_cycle
 from kai_cp.gpu_sharing import GROUP_LABEL, group_labels
 from kai_cp.loader import LoadedSnapshot, dump_snapshot
+from kai_cp.progress import progress as progress_bar
 from kai_cp.state import POD_GROUP_ANNOTATION, build_cluster_state
 from models import PodStatus
+
+PROGRESS_DELAY = 2.0   # seconds: shorter runs print no bar
 
 
 def apply_decisions(loaded: LoadedSnapshot, result: CycleResult, gone: set[str] = frozenset()) -> set[str]:
@@ -124,13 +127,15 @@ def schedule_period(loaded: LoadedSnapshot) -> float:
     return 1.0
 
 
-def simulate(loaded: LoadedSnapshot, cycles: int, settings: CycleSettings) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Returns (RESULT.json document, final snapshot document)."""
+def simulate(loaded: LoadedSnapshot, cycles: int, settings: CycleSettings,
+             progress: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Returns (RESULT.json document, final snapshot document). `progress`: a bar on stderr
+    once the run has taken more than PROGRESS_DELAY seconds."""
     outputs: list[dict[str, Any]] = []
     pipelined: dict[str, str] = {}
     gone: set[str] = set()
     period = schedule_period(loaded)
-    for i in range(cycles):
+    for i in progress_bar(range(cycles), desc="simulate", enabled=progress, delay=PROGRESS_DELAY):
         state = build_cluster_state(loaded)
         cycle_settings = settings if settings.now is None else replace(settings, now=settings.now + i * period)
         result = run_cycle(state, cycle_settings)
