@@ -39,6 +39,7 @@ import argparse
 import functools
 import json
 import math
+import os
 import random
 import statistics
 import sys
@@ -48,6 +49,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kai_cp.gcpause import gc_paused
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_sharing_mix import apply_gpu_sharing  # noqa: E402  (bench/ is a folder of scripts)
 
 # --------------------------------------------------------------------------------------------
 # constants
@@ -967,7 +971,7 @@ def generate_cluster(nodes: int, pending_pods: int, running_pods: int | None = N
                      fragmentation: float = 0.6, utilization: float = 0.75,
                      topology_share: float = DEFAULT_TOPOLOGY_SHARE, pending_gpu_ratio: float | None = None,
                      cpu_per_gpu: float | None = None, mem_per_gpu: float | None = None,
-                     contention: bool = False) -> dict[str, Any]:
+                     contention: bool = False, fractional_share: float = 0.0) -> dict[str, Any]:
     """Generate a snapshot document (interfaces.md section 1) for one seeded cluster.
 
     nodes: number of GPU nodes (~75% 8-GPU, ~25% 4-GPU).
@@ -992,6 +996,9 @@ def generate_cluster(nodes: int, pending_pods: int, running_pods: int | None = N
     contention: move running jobs into over-share projects and pending gangs into under-share
         ones, with mixed priorities (``apply_contention``; pair with a high ``utilization``).
         Off (default): the document is exactly the one without the option.
+    fractional_share: share of the single-pod 1-GPU jobs that ask for part of a GPU (pending) or
+        share devices with reservation pods (running); ``bench/gpu_sharing_mix.py``. 0 (default):
+        the document is exactly the one without the option.
     """
     if pending_gpu_ratio is not None and pending_gpu_ratio < 0:
         raise ValueError("pending_gpu_ratio must be >= 0")
@@ -1002,13 +1009,14 @@ def generate_cluster(nodes: int, pending_pods: int, running_pods: int | None = N
     mem_b = None if mem_per_gpu is None else int(round(mem_per_gpu * GIB))
     with gc_paused():
         return build_document(nodes, pending_pods, running_pods, seed, fragmentation, utilization,
-                              topology_share, pending_gpu_ratio, cpu_m, mem_b, contention)
+                              topology_share, pending_gpu_ratio, cpu_m, mem_b, contention, fractional_share)
 
 
 def build_document(nodes: int, pending_pods: int, running_pods: int | None, seed: int,
                    fragmentation: float, utilization: float, topology_share: float,
                    pending_gpu_ratio: float | None = None, cpu_per_gpu_m: int | None = None,
-                   mem_per_gpu_b: int | None = None, contention: bool = False) -> dict[str, Any]:
+                   mem_per_gpu_b: int | None = None, contention: bool = False,
+                   fractional_share: float = 0.0) -> dict[str, Any]:
     """generate_cluster's body (see there for the parameters)."""
     if nodes < 1 or pending_pods < 0:
         raise ValueError("need nodes >= 1 and pending_pods >= 0")
@@ -1038,7 +1046,9 @@ def build_document(nodes: int, pending_pods: int, running_pods: int | None, seed
     if contention:
         apply_contention(seed, jobs, pending, projects)
     jobs += pending
-    return render_document(jobs, node_list, lambda n: where[n.name], queues, uid)
+    doc = render_document(jobs, node_list, lambda n: where[n.name], queues, uid)
+    apply_gpu_sharing(doc, seed, fractional_share)
+    return doc
 
 
 def render_document(jobs: list[Job], nodes: list[Node], place: Callable[[Node], tuple[str, str]],
@@ -1103,6 +1113,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mem-per-gpu", type=float, default=None, help="GiB per GPU of pending GPU pods")
     ap.add_argument("--contention", action="store_true",
                     help="queues over and under fair share, mixed priorities, preemptible running jobs")
+    ap.add_argument("--fractional-share", type=float, default=0.0,
+                    help="share of single-pod 1-GPU jobs on fractional GPUs, running ones on shared devices (0: none)")
     ap.add_argument("-o", "--output", required=True, help="output file (.json, or .zip)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -1110,7 +1122,7 @@ def main(argv: list[str] | None = None) -> int:
                            fragmentation=args.fragmentation, utilization=args.utilization,
                            topology_share=args.topology_share, pending_gpu_ratio=args.pending_gpu_ratio,
                            cpu_per_gpu=args.cpu_per_gpu, mem_per_gpu=args.mem_per_gpu,
-                           contention=args.contention)
+                           contention=args.contention, fractional_share=args.fractional_share)
     t1 = time.perf_counter()
     write_snapshot(doc, args.output)
     t2 = time.perf_counter()

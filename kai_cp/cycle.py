@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from kai_cp.actions.pipeline import HINT_WORK, run_evictions, run_greedy, unmodelled_evictions
-from kai_cp.actions.preemptors import Budget
+from kai_cp.actions.pipeline import hint_budget, run_evictions, run_greedy, unmodelled_evictions
 from kai_cp.actions.preemptors import ActionOutcome
 from kai_cp.gcpause import gc_paused
 from kai_cp.gpu_sharing import gpu_fraction
 from kai_cp.actions.allocate import GreedyResult
 from kai_cp.actions.stale_gangs import StaleOutcome, outcome_json, run_after_actions
+from kai_cp.jobs import PENDING, queue_gpu_of_accepted
 from kai_cp.reasons import unschedulable
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -104,6 +104,16 @@ def number(v: Fraction) -> int | float:
     return int(v) if v.denominator == 1 else float(v)
 
 
+def pending_gpus_placed(state: ClusterState, session: Session) -> Fraction:
+    """GPUs (queue accounting) of the pods pending at the cycle's start that the decisions bind or
+    pipeline: the work a cycle admits, without running victims it moves."""
+    total = Fraction(0)
+    for p in session.placements.values():
+        if p.task.status == PENDING:
+            total += queue_gpu_of_accepted(p.task, state.nodes[p.node].gpu_memory)
+    return total
+
+
 def pair_budget(state: ClusterState, greedy: GreedyResult, time_limit: float) -> int:
     """Model size for the time greedy leaves to building and solving. Greedy's time is estimated
     from the problem's size, not read from the clock, so the same snapshot and settings always
@@ -182,7 +192,16 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     actions: dict = {}
     if fixed:
         t = time.perf_counter()
-        actions = run_evictions(state, session, now, Budget(HINT_WORK))
+        actions = run_evictions(state, session, now, hint_budget(state))
         stats["evictSeconds"] = round(time.perf_counter() - t, 6)
+    ours, kais = pending_gpus_placed(state, session), pending_gpus_placed(state, full.session)
+    if ours < kais:
+        # The model sees KAI's victims that KAI's actions re-place elsewhere only as evicted, and
+        # evictions after the model run on its allocation: either can leave it placing less than
+        # KAI's whole cycle, which kai-cp never returns.
+        stats["fallbackReason"] = (f"the model's decisions place {number(ours)} GPUs of pending pods, "
+                                   f"KAI's actions {number(kais)}")
+        return CycleResult(state, full.session, full, "greedy", "FALLBACK", outcome.objective, outcome.bound,
+                           time.perf_counter() - t0, settings, stats, outcome.log, actions=full.actions)
     return CycleResult(state, session, greedy, "cp-sat", outcome.status, outcome.objective, outcome.bound,
                        time.perf_counter() - t0, settings, stats, outcome.log, actions=actions)

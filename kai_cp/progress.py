@@ -6,6 +6,7 @@ the text bar (on stderr, which notebooks render too) is used instead.
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Iterable, TypeVar
 
 T = TypeVar("T")
@@ -17,9 +18,8 @@ def progress(items: Iterable[T], *, total: int | None = None, desc: str = "", en
     stay quiet)."""
     if not enabled:
         return items
-    try:
-        import ipywidgets  # noqa: F401
+    if importlib.util.find_spec("ipywidgets") is not None:
         from tqdm.auto import tqdm
-    except ImportError:
+    else:
         from tqdm.std import tqdm
     return tqdm(items, total=total, desc=desc, unit="cycle", delay=delay)

@@ -230,3 +230,48 @@ def test_topology_constraints_are_valid_and_sized() -> None:
             assert pods * gpus <= max(rack_gpus.values())
         kinds[req] += 1
     assert set(kinds) == {None, *levels[:3]}, kinds   # preferred-only and each required level occur
+
+
+SHOWCASE = ["--nodes", "48", "--pending", "120", "--running", "300", "--seed", "6", "--contention",
+            "--utilization", "0.9", "--fractional-share", "0.5"]
+
+
+def test_fractional_share_zero_is_the_plain_cluster() -> None:
+    plain = gen.generate_cluster(48, 120, 300, seed=6, contention=True, utilization=0.9)
+    assert gen.generate_cluster(48, 120, 300, seed=6, contention=True, utilization=0.9, fractional_share=0) == plain
+
+
+def test_fractional_share_shares_devices_consistently() -> None:
+    from kai_cp.loader import load_snapshot_dict
+    from kai_cp.state import build_cluster_state
+
+    doc = gen.generate_cluster(48, 120, 300, seed=6, contention=True, utilization=0.9, fractional_share=0.5)
+    pods = raw(doc)["pods"]
+    pending_shared = [p for p in pods if p["status"]["phase"] == "Pending"
+                      and {"gpu-fraction", "gpu-memory"} & set(p["metadata"].get("annotations", {}))]
+    reservations = [p for p in pods if p["metadata"]["namespace"] == "kai-resource-reservation"]
+    groups = collections.Counter(p["metadata"]["labels"]["runai-gpu-group"] for p in pods
+                                 if p["metadata"]["namespace"] != "kai-resource-reservation"
+                                 and "runai-gpu-group" in (p["metadata"].get("labels") or {}))
+    assert pending_shared and reservations
+    # One reservation pod per shared device, on the node of the device's pods.
+    assert sorted(p["metadata"]["labels"]["runai-gpu-group"] for p in reservations) == sorted(groups)
+    for p in pods:
+        assert not ("gpu-fraction" in p["metadata"].get("annotations", {})
+                    and "nvidia.com/gpu" in p["spec"]["containers"][0]["resources"].get("requests", {}))
+    state = build_cluster_state(load_snapshot_dict(doc))
+    assert not [w for w in state.warnings], [w.to_json() for w in state.warnings][:3]
+    gpu = state.table.col["gpu"]
+    assert (state.table.idle[:, gpu] >= 0).all(), "a node's GPUs are over-used"
+    shared = [(n.name, g) for n in state.nodes for g, grp in n.gpu_groups.items() if grp.used > 0]
+    assert len(shared) == len(groups)
+    for n in state.nodes:
+        for grp in n.gpu_groups.values():
+            assert grp.used <= n.gpu_memory
+
+
+def test_showcase_example_is_reproducible(tmp_path: Path) -> None:
+    out = tmp_path / "showcase.zip"
+    gen.main([*SHOWCASE, "-o", str(out)])
+    with zipfile.ZipFile(out) as fresh, zipfile.ZipFile(ROOT / "examples" / "showcase-cluster.zip") as shipped:
+        assert json.loads(fresh.read("snapshot.json")) == json.loads(shipped.read("snapshot.json"))

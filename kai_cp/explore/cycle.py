@@ -39,7 +39,7 @@ class Cycle:
         started = {p.task.job for p in r.session.placements.values()}
         return {
             "engine": r.engine, "status": r.status, "objective": r.objective, "bound": r.bound, "gap": gap,
-            "greedy_objective": r.stats.get("greedyObjective"),
+            "greedy_objective": r.stats.get("greedyObjective"), "fallback_reason": r.stats.get("fallbackReason"),
             "seconds": r.wall_seconds, "time_limit": r.settings.time_limit,
             "pods_bound": len(binds), "pods_pipelined": len(piped), "pods_evicted": len(evs),
             "gpus_placed": float(binds["gpus"].sum() + piped["gpus"].sum()) if len(binds) + len(piped) else 0.0,
