@@ -148,10 +148,15 @@ def queue_less(l: QueueView, la: list[float], lreq: list[float],
 
 def queue_tree(state) -> tuple[dict[str, QueueView], dict[str, list[str]], list[str]]:
     """The queue tree as the job and victim queues walk it: views, children and roots, each in
-    creation order."""
+    creation order. Built once per cluster state (quotas, limits, fair shares and the total do not
+    change within a cycle; the eviction search builds a job queue per simulated scenario)."""
+    cached = state.__dict__.get("_queue_tree")
+    if cached is not None:
+        return cached
     views = {q.name: QueueView(q, state.total) for q in state.queues.values()}
     children = {q.name: sorted(q.children, key=lambda c: state.queues[c].creation) for q in state.queues.values()}
     roots = sorted((q.name for q in state.queues.values() if q.parent is None), key=lambda n: state.queues[n].creation)
+    state.__dict__["_queue_tree"] = (views, children, roots)
     return views, children, roots
 
 

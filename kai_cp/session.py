@@ -53,6 +53,12 @@ class _Unplace:
     placement: Placement
 
 
+def _exact(vec: dict[str, Fraction]) -> dict[str, int | Fraction]:
+    """Whole amounts as ints: every placement adds to these, and int arithmetic is exact and far
+    cheaper than Fraction's (only shared GPUs need fractions)."""
+    return {r: int(v) if v.denominator == 1 else v for r, v in vec.items()}
+
+
 @dataclass
 class Session:
     state: ClusterState
@@ -74,8 +80,8 @@ class Session:
         t = state.table
         idle, releasing = t.idle.copy(), t.releasing.copy()
         return cls(state=state, idle=idle, releasing=releasing,
-                   allocated={q: dict(v.allocated) for q, v in state.queues.items()},
-                   allocated_np={q: dict(v.allocated_np) for q, v in state.queues.items()}, free=idle + releasing,
+                   allocated={q: _exact(v.allocated) for q, v in state.queues.items()},
+                   allocated_np={q: _exact(v.allocated_np) for q, v in state.queues.items()}, free=idle + releasing,
                    shared=SharedLedger.open(state.nodes))
 
     # -- queries -------------------------------------------------------------------------

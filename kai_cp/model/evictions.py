@@ -224,6 +224,7 @@ class Evictions:
         for i, n in enumerate(ctx.pair_node.tolist()):
             by_node_class.setdefault(n, []).append(i)
         freed: dict[int, list[tuple[cp_model.IntVar, np.ndarray]]] = {}
+        by_queue: dict[str, list[tuple[cp_model.IntVar, np.ndarray]]] = {}   # what evictions take off each leaf queue
         unit_vars: list[tuple] = []              # (unit, evicted-pods expression parts, var list)
         z: dict[tuple[str, int], cp_model.IntVar] = {}
         r_of: dict[str, cp_model.IntVar] = {}
@@ -273,6 +274,7 @@ class Evictions:
                 ctx.hint(k, sum(1 for t in u.tasks if t.key in greedy_ev))
                 m.add(k <= len(u.tasks) * sum(lits))
                 freed.setdefault(n, []).append((k, u.vec))
+                by_queue.setdefault(u.queue, []).append((k, u.vec))
                 unit_vars.append((u, [(u.tasks, k, "first")]))
                 costs_v.append(k)
                 costs_c.append(u.cost)
@@ -301,10 +303,12 @@ class Evictions:
                             m.add(w >= len(ts) * y)
                         parts.append((ps, w))
                         freed.setdefault(n, []).append((w, vec))
+                        by_queue.setdefault(u.queue, []).append((w, vec))
                         total_pods.append((w, 1))
                         plan.append((ts, w, "last"))
                     elif y is not None:
                         freed.setdefault(n, []).append((y, vec * len(ts)))
+                        by_queue.setdefault(u.queue, []).append((y, vec * len(ts)))
                         total_pods.append((y, len(ts)))
                         plan.append((ts, y, "all"))
             for ps, extra in u.surplus.items():
@@ -359,6 +363,7 @@ class Evictions:
         ev_of = ctx.extensions.get("eviction-node", {})
         self._hint_reclaim(ctx, z, r_of)
         ctx.extensions["freed"] = freed
+        ctx.extensions["evicted-by-queue"] = by_queue
         ctx.extensions["eviction-model"] = EvictionModel(z, r_of, allowances, caps, ev_of)
         ctx.extensions["eviction-units"] = unit_vars
         ctx.aux += [v for _, plan in unit_vars for _, v, _ in plan]

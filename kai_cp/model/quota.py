@@ -3,6 +3,9 @@
 What this cycle adds to a queue (and each ancestor) must stay within `limit - allocated` for
 every limited resource the added jobs request; non-preemptible jobs must also stay within
 `quota - allocatedNonPreemptible`. Resources a job does not request are not checked, as in KAI.
+Pods the cycle evicts from a queue leave its allocation, as in KAI's session (a preemptor may
+use the room its same-queue victims held under the queue's limit); victims are preemptible, so
+the non-preemptible quota gains nothing from them.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ class QueueQuota:
         for c in ctx.classes:
             for q in state.queue_path(c.job.queue):
                 subtree.setdefault(q.name, []).append(c.index)
+        evicted: dict[str, list] = {}
+        for leaf, terms in ctx.extensions.get("evicted-by-queue", {}).items():
+            for q in state.queue_path(leaf):
+                evicted.setdefault(q.name, []).extend(terms)
         for qname, cls in subtree.items():
             q = state.queues[qname]
             for r in RESOURCES:
@@ -36,14 +43,17 @@ class QueueQuota:
                 # GPUs in hundredths: shared pods count their portion (3.2.2)
                 unit = 100 if r == "gpu" else 1
                 if q.limit[r] != -1:
-                    self._cap(ctx, [c for c in cls], pairs_of, col, room(unit * q.limit[r], unit * q.allocated[r]))
+                    self._cap(ctx, [c for c in cls], pairs_of, col, room(unit * q.limit[r], unit * q.allocated[r]),
+                              [(v, unit * int(vec[col])) for v, vec in evicted.get(qname, ()) if vec[col]])
                 if q.deserved[r] != -1:
                     np_cls = [c for c in cls if not ctx.classes[c].job.preemptible]
                     if np_cls:
                         self._cap(ctx, np_cls, pairs_of, col, room(unit * q.deserved[r], unit * q.allocated_np[r]))
 
     @staticmethod
-    def _cap(ctx: ModelContext, cls: list[int], pairs_of: dict[int, list[int]], col: int, room: int) -> None:
+    def _cap(ctx: ModelContext, cls: list[int], pairs_of: dict[int, list[int]], col: int, room: int,
+             freed: list[tuple] = ()) -> None:
+        """Placed amounts within `room` plus what `freed` (variable, amount) evictions return."""
         variables, coeffs = [], []
         worst = 0
         centi = pair_centi_gpus(ctx) if col == 2 else None
@@ -58,4 +68,7 @@ class QueueQuota:
                 coeffs.append(amount)
         if worst <= room:
             return                    # cannot be exceeded: no constraint needed
+        for v, amount in freed:
+            variables.append(v)
+            coeffs.append(-amount)
         ctx.model.add(cp_model.LinearExpr.weighted_sum(variables, coeffs) <= room)
