@@ -55,15 +55,17 @@ def run_evictions(state: ClusterState, session: Session, now: float, budget: Bud
 # size (6.2.2), ~15 s for one 160-pod gang on this machine (bench/bench_evictions.py), and the
 # budget keeps the hint to ~0.1 s.
 HINT_WORK = 5_000
-# ... and at least this many node-placements (work x nodes): on small and medium clusters the
-# search then runs as far as KAI's (measured: 5,000 stopped it short of KAI's reclaims on a
-# 48-node contended cluster, examples/showcase-cluster.zip), on large ones the floor above holds.
-HINT_NODE_WORK = 2_500_000
+# On clusters up to HINT_SMALL_NODES nodes the bound is HINT_WORK_SMALL: measured on 48-node
+# contended clusters (examples/showcase-cluster.zip, bench/generate.py --contention/--pending-gpu-ratio),
+# 5,000 stopped the search short of KAI's reclaims (90.75 of 153 GPUs admitted) and 10,000 reached
+# the unbounded search's decisions in 0.6-0.8 s; 20,000 and more only cost time (up to 2.6 s).
+HINT_WORK_SMALL = 10_000
+HINT_SMALL_NODES = 250
 
 
 def hint_budget(state: ClusterState) -> Budget:
     """The work bound of KAI's eviction search when it runs under the model."""
-    return Budget(max(HINT_WORK, HINT_NODE_WORK // max(1, len(state.nodes))))
+    return Budget(HINT_WORK_SMALL if len(state.nodes) <= HINT_SMALL_NODES else HINT_WORK)
 
 
 def run_greedy(state: ClusterState, now: float, bounded: bool = False, evictions: bool = True) -> GreedyResult:
