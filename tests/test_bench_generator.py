@@ -275,3 +275,11 @@ def test_showcase_example_is_reproducible(tmp_path: Path) -> None:
     gen.main([*SHOWCASE, "-o", str(out)])
     with zipfile.ZipFile(out) as fresh, zipfile.ZipFile(ROOT / "examples" / "showcase-cluster.zip") as shipped:
         assert json.loads(fresh.read("snapshot.json")) == json.loads(shipped.read("snapshot.json"))
+
+
+def test_fragmented_example_is_reproducible(tmp_path: Path) -> None:
+    out = tmp_path / "fragmented.zip"
+    gen.main(["--nodes", "48", "--pending", "400", "--seed", "1", "--fragmentation", "0.9", "--utilization", "0.55",
+              "--pending-gpu-ratio", "1.1", "-o", str(out)])
+    with zipfile.ZipFile(out) as fresh, zipfile.ZipFile(ROOT / "examples" / "fragmented-cluster.zip") as shipped:
+        assert json.loads(fresh.read("snapshot.json")) == json.loads(shipped.read("snapshot.json"))

@@ -62,7 +62,10 @@ def solver_sweep(sweep: pd.DataFrame, metrics=("gpus_placed", "seconds"), axes=N
     for ax, metric in zip(np.atleast_1d(axes), metrics):
         for engine, part in sweep.groupby("engine"):
             ax.plot(part["time_limit"], part[metric].astype(float), marker="o", label=engine)
+        limits = sorted(sweep["time_limit"].unique())
         ax.set_xscale("log")
+        ax.set_xticks(limits, [f"{t:g}" for t in limits])
+        ax.minorticks_off()
         ax.set_xlabel("time limit (s)")
         ax.set_title(metric.replace("_", " "))
         ax.legend(fontsize=8)
@@ -84,7 +87,9 @@ def domain_tree(domains: pd.DataFrame, ax=None, value: str = "gpus_idle", title:
             ax.add_patch(plt.Rectangle((x, -depth - 1), w, 0.9, facecolor=cmap(0.15 + 0.85 * v / vmax),
                                        edgecolor="white"))
             if w > 0.02:
-                ax.text(x + w / 2, -depth - 0.55, f"{v:g}", ha="center", va="center", fontsize=7)
+                label = f"{row.domain.rsplit('.', 1)[-1]}\n{v:.4g}" if w > 0.06 else f"{v:.4g}"
+                ax.text(x + w / 2, -depth - 0.55, label, ha="center", va="center", fontsize=7,
+                        color="white" if v > 0.55 * vmax else "black")
             x += w
     levels = domains.drop_duplicates("depth").sort_values("depth")
     ax.set_yticks([-d - 0.55 for d in levels["depth"]], levels["level"], fontsize=8)
