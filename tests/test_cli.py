@@ -483,3 +483,19 @@ def test_fuzz_value_corruptions(capsys, edits):
         f.write_text(json.dumps(doc))
         out = Path(d) / "out.json"
         _assert_fuzz_outcome(capsys, f, out, name_in_error=False)
+
+
+@pytest.mark.parametrize("mode, shown", [("always", True), ("never", False)])
+def test_simulate_shows_progress_on_long_runs(mode: str, shown: bool, tmp_path: Path, monkeypatch, capsys) -> None:
+    """A bar on stderr (RESULT.json stays the contract on disk); the delay that keeps short runs
+    quiet is set to 0 here so a test-sized run counts as long."""
+    import kai_cp.simulate
+    from kai_cp.cli import main
+    monkeypatch.setattr(kai_cp.simulate, "PROGRESS_DELAY", 0.0)
+    example = Path(__file__).resolve().parent.parent / "examples" / "cluster-snapshot.zip"
+    out = tmp_path / "result.json"
+    assert main(["simulate", str(example), "--cycles", "2", "--engine", "greedy", "--output", str(out),
+                 "--progress", mode]) == 0
+    err = capsys.readouterr().err
+    assert ("simulate: 100%" in err and "2/2" in err) == shown, err
+    assert len(json.loads(out.read_text())["cycles"]) == 2
