@@ -151,3 +151,15 @@ def test_simulation_applies_arrivals_and_completions() -> None:
     assert list(alloc.columns) == ["a", "b"] and len(alloc) == 4
     assert not math.isnan(sim.fair_share().iloc[0]["a"])
     assert set(c.jobs().index) == {"run", "wait"}, "the simulated cluster is a copy"
+
+
+def test_the_in_cluster_snapshot_zip_opens(tmp_path: Path) -> None:
+    """`kai-cp run` serves /get-snapshot (and ?cycle=last, with its decisions beside the snapshot):
+    the same ZIP opens here, as the notebooks' KAI_CP_SNAPSHOT."""
+    from integration.server import snapshot_zip
+    c = small()
+    path = tmp_path / "live.zip"
+    path.write_bytes(snapshot_zip(c.doc, {"decisions.json": c.cycle(engine="greedy").decisions()}))
+    live = Cluster.load(path)
+    assert live.jobs().equals(c.jobs()) and live.queues().equals(c.queues())
+    assert live.cycle(engine="greedy").binds().equals(c.cycle(engine="greedy").binds())
