@@ -300,13 +300,3 @@ def eviction_errors(doc: dict[str, Any], out: dict[str, Any], commits: tuple[lis
     errors += gate2_errors(raw, out, commits, ordered)
     return errors
 
-
-#: The eviction loop KAI's reclaim_test__007 warns of, which the CP-SAT eviction model walks into
-#: (kai_cp/model/evictions.py): it reclaims running-job0 (2 GPUs) of queue0 for pending-job1 (1 GPU)
-#: of queue1; next cycle the recreated victim is bound back onto the freed GPUs (the pipelined
-#: pending-job1 holds no reservation across cycles) and the model reclaims again, every cycle.
-#: The greedy engine follows KAI and does not reclaim there (its simulation orders queues by
-#: their best pending job, a 3-GPU job of queue1, so the victim is re-placed first).
-RECLAIM_007_CPSAT_LOOP = ("cp-sat eviction model loops on reclaim_test__007: it reclaims a queue0 job for "
-                          "pending-job1 every cycle and the victim is bound back next cycle "
-                          "(see tests/eviction_checks.py RECLAIM_007_CPSAT_LOOP)")

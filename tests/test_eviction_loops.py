@@ -18,7 +18,7 @@ Stale-gang eviction is the exception by design: a pod of a gang below its minimu
 count (they are tested by the stale-gang scenarios themselves).
 
 Both engines, cp-sat with a 0.3 s time limit per cycle. Both engines still loop on some
-generated clusters (GREEDY_LOOP, CPSAT_PREEMPT_LOOP, RECLAIM_007_CPSAT_LOOP): each has its
+generated clusters (GREEDY_LOOP, CPSAT_PREEMPT_LOOP, CPSAT_RECLAIM_LOOP): each has its
 reproduction as a strict expected failure, and the generated-cluster tests are expected
 failures that may pass (they pass on most draws) until those are fixed.
 """
@@ -35,7 +35,6 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, event, given, settings
 
 from clustergen import contended_clusters
-from eviction_checks import RECLAIM_007_CPSAT_LOOP
 from kai_cp.cycle import CycleSettings, run_cycle
 from kai_cp.loader import load_snapshot_dict
 from kai_cp.simulate import simulate
@@ -79,9 +78,7 @@ def _scenario_params() -> list:
     out = []
     for p in SCENARIOS:
         for engine in ("greedy", "cp-sat"):
-            marks = [pytest.mark.xfail(strict=True, reason=RECLAIM_007_CPSAT_LOOP)] \
-                if engine == "cp-sat" and p.stem == "integration_tests.reclaim.reclaim_test__007" else []
-            out.append(pytest.param(p, engine, marks=marks, id=f"{p.stem}-{engine}"))
+            out.append(pytest.param(p, engine, id=f"{p.stem}-{engine}"))
     return out
 
 

@@ -11,7 +11,8 @@ don't reclaim because allocate will cause a loop (this is a bug in allocate)". k
 KAI with the greedy engine (the reclaim simulation orders queues by their best pending job, and
 queue1's best is a 3-GPU job, so queue0's victim is re-placed first and the reclaim fails);
 test_reclaim_test_007_does_not_loop shows what happens over many cycles. The CP-SAT engine
-reclaims there and loops (RECLAIM_007_CPSAT_LOOP): an expected failure until the model stops.
+follows too: the model keeps only reclaims whose reclaimer's head job comes before the victim's
+job in next cycle's queue order (NextCycleOrder in kai_cp/model/evictions.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from typing import Any
 import pytest
 
 from kai_cp.cli import main
-from eviction_checks import RECLAIM_007_CPSAT_LOOP
 from test_kai_scenarios import build_snapshot, check
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kai-scenarios-evictions"
@@ -48,9 +48,7 @@ def simulate(scen: dict[str, Any], tmp_path: Path, cycles: int, engine: str = "c
     return json.loads(res_path.read_text())
 
 
-@pytest.mark.parametrize("path", [   # simulate's default engine is cp-sat
-    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=RECLAIM_007_CPSAT_LOOP)) if p.stem == RECLAIM_007
-    else p for p in SCENARIOS], ids=[p.stem for p in SCENARIOS])
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])   # simulate's default engine is cp-sat
 def test_kai_eviction_scenario(path: Path, tmp_path: Path) -> None:
     scen = json.loads(path.read_text())
     assert not scen.get("unsupported"), "the evictions set has no unsupported scenarios"
@@ -61,10 +59,7 @@ def test_kai_eviction_scenario(path: Path, tmp_path: Path) -> None:
     assert verdict.ok, verdict.render(verbose=True)
 
 
-_CPSAT_007 = pytest.mark.xfail(strict=True, reason=RECLAIM_007_CPSAT_LOOP)
-
-
-@pytest.mark.parametrize("engine", ["greedy", pytest.param("cp-sat", marks=_CPSAT_007)])
+@pytest.mark.parametrize("engine", ["greedy", "cp-sat"])
 def test_reclaim_test_007_does_not_loop(tmp_path: Path, engine: str) -> None:
     """queue0 (quota 2) runs 3 GPUs of 4, queue1 (quota 2) runs 1 and waits for a 3-GPU and a
     1-GPU job. Reclaiming a queue0 job for the 1-GPU job would loop: next cycle allocate puts

@@ -41,6 +41,8 @@ from kai_cp.actions.allocate import GreedyResult
 from kai_cp.fairshare import allocatable
 from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
 from kai_cp.model.base import ModelContext
+from kai_cp.ordering import queue_less, queue_tree, request_vector, tasks_to_allocate
+from kai_cp.queues import RESOURCES
 from kai_cp.state import ClusterState
 
 NAME = "evictions"
@@ -103,6 +105,51 @@ def _goes_first(state: ClusterState, greedy: GreedyResult, reclaimer: str, victi
     return over or r.priority >= v.priority
 
 
+class NextCycleOrder:
+    """Whether next cycle's allocate serves the reclaimer before a victim's recreated job.
+
+    A reclaimed pod comes back pending, and the preemptor, pipelined this cycle, holds nothing
+    across cycles: if KAI's queue order (3.1) then puts the victim's queue first, allocate binds
+    the victim back onto the freed GPUs and the reclaim repeats every cycle. KAI's own simulation
+    orders queues by their head job (3.8), which is how its reclaim avoids that; the model keeps
+    only the reclaims whose reclaimer's head job (its first pending job in KAI's order) comes
+    before the victim's job, compared where the two queues' branches meet in the tree."""
+
+    def __init__(self, state: ClusterState, greedy: GreedyResult):
+        self.state = state
+        self.views = queue_tree(state)[0]
+        self.head: dict[str, list[float]] = {}
+        started = greedy.started_jobs
+        for name in greedy.order:
+            job = state.jobs.get(name)
+            if job is None or job.queue in self.head or name in started:
+                continue
+            tasks = tasks_to_allocate(job, greedy.session)
+            if not tasks:
+                continue
+            req = request_vector(tasks)
+            self.head[job.queue] = [float(req[x]) for x in RESOURCES]
+
+    def _branches(self, a: str, b: str) -> tuple[str, str] | None:
+        pa = [q.name for q in reversed(self.state.queue_path(a))]     # root first
+        pb = [q.name for q in reversed(self.state.queue_path(b))]
+        for x, y in zip(pa, pb):
+            if x != y:
+                return x, y
+        return None
+
+    def before(self, reclaimer: str, victim_job: JobInfo, victim_req: dict[str, Fraction]) -> bool:
+        head = self.head.get(reclaimer)
+        pair = self._branches(reclaimer, victim_job.queue)
+        if head is None or pair is None:
+            return True
+        rb, vb = pair
+        ra = [float(self.state.queues[rb].allocated[x]) for x in RESOURCES]
+        vreq = [float(victim_req[x]) for x in RESOURCES]
+        va = [float(self.state.queues[vb].allocated[x]) - vreq[i] for i, x in enumerate(RESOURCES)]
+        return queue_less(self.views[rb], ra, head, self.views[vb], va, vreq)
+
+
 def _allowance(q, alloc: Fraction) -> int:
     """Gate 2 without the chunk slack, GPUs x 100: how far above its allocatable share (or quota)."""
     best = -1
@@ -131,6 +178,7 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     units: list[Unit] = []
     pods_groups: dict[tuple, list[TaskInfo]] = {}
     first: dict[str, frozenset] = {}            # victim queue -> reclaimers that go before it
+    next_order = NextCycleOrder(state, greedy) if reclaimers else None
     for job in state.jobs.values():
         if not job.preemptible or job.queue not in state.queues:
             continue
@@ -146,6 +194,9 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
                                                     if r != job.queue and _goes_first(state, greedy, r, job.queue))
         recl = frozenset(r for r in order_ok if job.last_start is None
                          or min_runtime.filter_victim(state, job, "reclaim", r, now))
+        if recl:
+            victim_req = request_vector(running)
+            recl = frozenset(r for r in recl if next_order.before(r, job, victim_req))
         gpus = sum(t.request.gpus for t in running)
         if not recl or gpus == 0 or allowance[job.queue] < 0:
             recl = frozenset()
