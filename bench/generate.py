@@ -17,6 +17,8 @@ CLI::
         --pending-gpu-ratio 1.1 -o fragmented.json      # GPU-bound, fragmented (bench_fragmentation.py)
     python bench/generate.py --nodes 1000 --pending 5000 --utilization 0.95 --contention \
         -o contended.json                             # queues over/under fair share (bench_evictions.py)
+    python bench/generate.py --nodes 48 --pending 120 --running 300 --seed 6 --contention \
+        --utilization 0.9 --fractional-share 0.7 -o examples/showcase-cluster.zip   # + shared GPUs
 
 Topology: the snapshot carries a Topology ``cluster-topology`` (zone, block, rack, hostname
 labels, all on every node) and a third of the multi-pod pending GPU gangs a
@@ -28,6 +30,14 @@ half of the projects (over their fair share, mostly preemptible) and the pending
 the other half (under it), a share of small pending gangs of higher priority staying with the
 over-share projects, so reclaim and preempt have work. Its own random stream too: without it
 a seed yields exactly the default cluster.
+
+Fractional GPUs (``--fractional-share F``, ``bench/gpu_sharing_mix.py``): a share F of the small
+pending 1-GPU jobs (1-4 pods) ask for part of a GPU instead (annotation ``gpu-fraction`` 0.25 /
+0.5 / 0.75 or ``gpu-memory`` in MiB, no ``nvidia.com/gpu`` request), and on a share F of the nodes
+running single-pod 1-GPU jobs those pods share devices: each shared device is a GPU group
+(label ``runai-gpu-group``) held by one running KAI reservation pod with its one GPU, so node GPU
+accounting stays exact. Its own random stream again; 0 (default) yields exactly the cluster
+without the option.
 
 A name ending in ``.zip`` writes a ZIP with the single member ``snapshot.json``, as KAI's
 ``/get-snapshot`` serves it.
@@ -996,9 +1006,10 @@ def generate_cluster(nodes: int, pending_pods: int, running_pods: int | None = N
     contention: move running jobs into over-share projects and pending gangs into under-share
         ones, with mixed priorities (``apply_contention``; pair with a high ``utilization``).
         Off (default): the document is exactly the one without the option.
-    fractional_share: share of the single-pod 1-GPU jobs that ask for part of a GPU (pending) or
-        share devices with reservation pods (running); ``bench/gpu_sharing_mix.py``. 0 (default):
-        the document is exactly the one without the option.
+    fractional_share: share of the small pending 1-GPU jobs (1-4 pods) that ask for part of a GPU,
+        and of the nodes whose running single-pod 1-GPU jobs share devices held by reservation
+        pods; ``bench/gpu_sharing_mix.py``. 0 (default): the document is exactly the one without
+        the option.
     """
     if pending_gpu_ratio is not None and pending_gpu_ratio < 0:
         raise ValueError("pending_gpu_ratio must be >= 0")
@@ -1114,7 +1125,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--contention", action="store_true",
                     help="queues over and under fair share, mixed priorities, preemptible running jobs")
     ap.add_argument("--fractional-share", type=float, default=0.0,
-                    help="share of single-pod 1-GPU jobs on fractional GPUs, running ones on shared devices (0: none)")
+                    help="share of small pending 1-GPU jobs asking for gpu-fraction / gpu-memory instead, and of "
+                         "nodes whose running 1-GPU pods share devices (runai-gpu-group + reservation pod); "
+                         "0 (default): none, the same document as without the option")
     ap.add_argument("-o", "--output", required=True, help="output file (.json, or .zip)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()

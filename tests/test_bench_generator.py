@@ -233,38 +233,79 @@ def test_topology_constraints_are_valid_and_sized() -> None:
 
 
 SHOWCASE = ["--nodes", "48", "--pending", "120", "--running", "300", "--seed", "6", "--contention",
-            "--utilization", "0.9", "--fractional-share", "0.5"]
+            "--utilization", "0.9", "--fractional-share", "0.7"]     # as examples/README.md documents
 
 
-def test_fractional_share_zero_is_the_plain_cluster() -> None:
+@pytest.mark.parametrize("options", [[], ["--contention"], ["--topology-share", "0"],
+                                     ["--contention", "--utilization", "0.9"]])
+def test_fractional_share_zero_is_the_plain_cluster(tmp_path: Path, options: list[str]) -> None:
+    """--fractional-share 0 writes byte for byte the document written without the option."""
+    base = ["--nodes", "48", "--pending", "120", "--running", "300", "--seed", "6", *options]
+    gen.main([*base, "-o", str(tmp_path / "plain.json")])
+    gen.main([*base, "--fractional-share", "0", "-o", str(tmp_path / "zero.json")])
+    assert (tmp_path / "plain.json").read_bytes() == (tmp_path / "zero.json").read_bytes()
+
+
+def test_fractional_share_changes_only_gpu_requests_and_groups() -> None:
+    """Sharing rewrites how some 1-GPU pods ask for their GPU and adds reservation pods: every
+    other object of the seed stays the same (its own random stream)."""
     plain = gen.generate_cluster(48, 120, 300, seed=6, contention=True, utilization=0.9)
-    assert gen.generate_cluster(48, 120, 300, seed=6, contention=True, utilization=0.9, fractional_share=0) == plain
+    shared = gen.generate_cluster(48, 120, 300, seed=6, contention=True, utilization=0.9, fractional_share=0.7)
+    assert {k: v for k, v in raw(shared).items() if k != "pods"} == {k: v for k, v in raw(plain).items() if k != "pods"}
+    pods = [p for p in raw(shared)["pods"] if p["metadata"]["namespace"] != "kai-resource-reservation"]
+    assert [p["metadata"]["uid"] for p in pods] == [p["metadata"]["uid"] for p in raw(plain)["pods"]]
+    changed = [(a, b) for a, b in zip(raw(plain)["pods"], pods) if a != b]
+    assert changed
+    for before, after in changed:
+        assert before["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "1"
+        assert {"gpu-fraction", "gpu-memory"} & set(after["metadata"]["annotations"])
+        assert before["spec"].get("nodeName") == after["spec"].get("nodeName")
+
+
+def shared_gpu_facts(doc: dict[str, Any]) -> tuple[list[dict], list[dict], dict[str, list[dict]]]:
+    """(pending fractional pods, reservation pods, running pods by GPU group)."""
+    pods = raw(doc)["pods"]
+    pending = [p for p in pods if p["status"]["phase"] == "Pending"
+               and {"gpu-fraction", "gpu-memory"} & set(p["metadata"]["annotations"])]
+    reservations = [p for p in pods if p["metadata"]["namespace"] == "kai-resource-reservation"]
+    groups: dict[str, list[dict]] = collections.defaultdict(list)
+    for p in pods:
+        group = p["metadata"].get("labels", {}).get("runai-gpu-group")
+        if group and p not in reservations:
+            groups[group].append(p)
+    return pending, reservations, groups
 
 
 def test_fractional_share_shares_devices_consistently() -> None:
     from kai_cp.loader import load_snapshot_dict
     from kai_cp.state import build_cluster_state
 
-    doc = gen.generate_cluster(48, 120, 300, seed=6, contention=True, utilization=0.9, fractional_share=0.5)
-    pods = raw(doc)["pods"]
-    pending_shared = [p for p in pods if p["status"]["phase"] == "Pending"
-                      and {"gpu-fraction", "gpu-memory"} & set(p["metadata"].get("annotations", {}))]
-    reservations = [p for p in pods if p["metadata"]["namespace"] == "kai-resource-reservation"]
-    groups = collections.Counter(p["metadata"]["labels"]["runai-gpu-group"] for p in pods
-                                 if p["metadata"]["namespace"] != "kai-resource-reservation"
-                                 and "runai-gpu-group" in (p["metadata"].get("labels") or {}))
-    assert pending_shared and reservations
-    # One reservation pod per shared device, on the node of the device's pods.
-    assert sorted(p["metadata"]["labels"]["runai-gpu-group"] for p in reservations) == sorted(groups)
-    for p in pods:
-        assert not ("gpu-fraction" in p["metadata"].get("annotations", {})
+    doc = gen.generate_cluster(48, 120, 300, seed=6, contention=True, utilization=0.9, fractional_share=0.7)
+    pending, reservations, groups = shared_gpu_facts(doc)
+    assert {p["metadata"]["annotations"].get("gpu-fraction", "memory") for p in pending} >= {"0.25", "0.5", "memory"}
+    assert len(reservations) >= 3 and any(len(members) == 2 for members in groups.values())
+    # One running reservation pod per shared device, on the node of the device's pods, holding one GPU.
+    by_group = {r["metadata"]["labels"]["runai-gpu-group"]: r for r in reservations}
+    assert len(by_group) == len(reservations) and set(by_group) == set(groups)
+    for group, members in groups.items():
+        r = by_group[group]
+        assert r["status"]["phase"] == "Running" and r["metadata"]["labels"]["app"] == "kai-resource-reservation"
+        assert r["spec"]["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": "1"}
+        assert {m["spec"]["nodeName"] for m in members} == {r["spec"]["nodeName"]}
+        assert sum(float(m["metadata"]["annotations"]["gpu-fraction"]) for m in members) <= 1
+    for p in raw(doc)["pods"]:
+        assert not ({"gpu-fraction", "gpu-memory"} & set(p["metadata"]["annotations"] if "annotations" in p["metadata"] else {})
                     and "nvidia.com/gpu" in p["spec"]["containers"][0]["resources"].get("requests", {}))
+    memory = {int(n["metadata"]["labels"]["nvidia.com/gpu.memory"]) for n in raw(doc)["nodes"]}
+    for p in pending:
+        mib = p["metadata"]["annotations"].get("gpu-memory")
+        assert mib is None or int(mib) <= min(memory), "a gpu-memory request fits every device"
     state = build_cluster_state(load_snapshot_dict(doc))
-    assert not [w for w in state.warnings], [w.to_json() for w in state.warnings][:3]
+    assert not state.warnings, [w.to_json() for w in state.warnings][:3]
     gpu = state.table.col["gpu"]
     assert (state.table.idle[:, gpu] >= 0).all(), "a node's GPUs are over-used"
-    shared = [(n.name, g) for n in state.nodes for g, grp in n.gpu_groups.items() if grp.used > 0]
-    assert len(shared) == len(groups)
+    shared = {(n.name, g) for n in state.nodes for g, grp in n.gpu_groups.items() if grp.used > 0}
+    assert {(by_group[g]["spec"]["nodeName"], g) for g in groups} == shared
     for n in state.nodes:
         for grp in n.gpu_groups.values():
             assert grp.used <= n.gpu_memory
