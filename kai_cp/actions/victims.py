@@ -434,13 +434,15 @@ class JobSolver:
         order = JobQueue(s, [preemptor] + [self.state.jobs[j] for j in victim_jobs if j != preemptor.name] + others,
                          real=False)
         s.pipeline_only = True
+        todo = {preemptor.name, *victim_jobs}     # the others only rank queues; done once these are
         try:
-            while order:
+            while order and todo:
                 job = order.pop()
                 if job is None:
                     break
                 if job is not preemptor and job.name not in victim_jobs:
                     continue
+                todo.discard(job.name)
                 if job is not preemptor:
                     self._replace(job, feasible)
                 elif not self.alloc.attempt_tasks(job, tasks, JobOutcome(job.name, 0), feasible, pipeline_only=True):

@@ -119,6 +119,7 @@ class NextCycleOrder:
         self.state = state
         self.views = queue_tree(state)[0]
         self.head: dict[str, list[float]] = {}
+        self._seen: dict[tuple, bool] = {}
         started = greedy.started_jobs
         for name in greedy.order:
             job = state.jobs.get(name)
@@ -140,12 +141,21 @@ class NextCycleOrder:
 
     def before(self, reclaimer: str, victim_job: JobInfo, victim_req: dict[str, Fraction]) -> bool:
         head = self.head.get(reclaimer)
-        pair = self._branches(reclaimer, victim_job.queue)
-        if head is None or pair is None:
+        if head is None:
+            return True
+        vreq = tuple(float(victim_req[x]) for x in RESOURCES)
+        key = (reclaimer, victim_job.queue, vreq)        # victims of one queue share a few shapes
+        hit = self._seen.get(key)
+        if hit is None:
+            hit = self._seen[key] = self._before(reclaimer, victim_job.queue, head, list(vreq))
+        return hit
+
+    def _before(self, reclaimer: str, victim_queue: str, head: list[float], vreq: list[float]) -> bool:
+        pair = self._branches(reclaimer, victim_queue)
+        if pair is None:
             return True
         rb, vb = pair
         ra = [float(self.state.queues[rb].allocated[x]) for x in RESOURCES]
-        vreq = [float(victim_req[x]) for x in RESOURCES]
         va = [float(self.state.queues[vb].allocated[x]) - vreq[i] for i, x in enumerate(RESOURCES)]
         return queue_less(self.views[rb], ra, head, self.views[vb], va, vreq)
 
