@@ -176,7 +176,6 @@ class JobQueue:
         self.heaps: dict[str, list] = {}
         self._init: dict[str, list[float]] = {}
         self._best: dict[str, JobInfo | None] = {}
-        self._allocs: dict[str, list[float]] = {}
         self._seq = 0
         for j in jobs:
             self.push(j)
@@ -190,7 +189,6 @@ class JobQueue:
     def _invalidate(self, queue: str) -> None:
         for q in self.session.state.queue_path(queue):
             self._best.pop(q.name, None)
-            self._allocs.pop(q.name, None)
 
     def __bool__(self) -> bool:
         return any(self.heaps.values())
@@ -203,13 +201,8 @@ class JobQueue:
         return v
 
     def _alloc(self, queue: str) -> list[float]:
-        """A queue's allocation as floats; cached like `_best` (only the popped job's placements,
-        along its queue path, change allocations while the queue is in use)."""
-        v = self._allocs.get(queue)
-        if v is None:
-            a = self.session.allocated[queue]
-            v = self._allocs[queue] = [float(a[r]) for r in RESOURCES]
-        return v
+        a = self.session.allocated[queue]
+        return [float(a[r]) for r in RESOURCES]
 
     def best(self, queue: str) -> JobInfo | None:
         if queue in self._best:
