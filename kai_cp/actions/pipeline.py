@@ -55,11 +55,14 @@ def run_evictions(state: ClusterState, session: Session, now: float, budget: Bud
 # size (6.2.2), ~15 s for one 160-pod gang on this machine (bench/bench_evictions.py), and the
 # budget keeps the hint to ~0.1 s.
 HINT_WORK = 5_000
-# On clusters up to HINT_SMALL_NODES nodes the bound is HINT_WORK_SMALL: measured on 48-node
-# contended clusters (examples/showcase-cluster.zip, bench/generate.py --contention/--pending-gpu-ratio),
-# 5,000 stopped the search short of KAI's reclaims (90.75 of 153 GPUs admitted) and 10,000 reached
-# the unbounded search's decisions in 0.6-0.8 s; 20,000 and more only cost time (up to 2.6 s).
-HINT_WORK_SMALL = 10_000
+# On clusters up to HINT_SMALL_NODES nodes the bound is HINT_WORK_SMALL. Work counts victims and
+# placements simulated plus the pending jobs each simulation orders (victims.ORDER_WORK_PER_UNIT
+# per unit: ordering them is most of a simulation on large clusters; a 1,000-node contended
+# cluster's hint took 5.6 s without it, 0.8 s with it). Measured on 48-node contended clusters
+# (examples/showcase-cluster.zip and three other bench/generate.py draws): 10,000 stopped the
+# search short of KAI's reclaims on the showcase (98 of 148 pending GPUs admitted), 15,000 reached
+# the unbounded search's decisions on all four in 0.5-0.9 s.
+HINT_WORK_SMALL = 15_000
 HINT_SMALL_NODES = 250
 
 

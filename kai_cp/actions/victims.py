@@ -24,6 +24,9 @@ from kai_cp.session import Session
 from kai_cp.state import ClusterState
 
 
+ORDER_WORK_PER_UNIT = 8    # pending jobs ordered in a simulation per unit of hint work
+
+
 @dataclass
 class Victim:
     """A victim job restricted to the tasks that may still be chosen from it (task order)."""
@@ -422,8 +425,6 @@ class JobSolver:
                   feasible: np.ndarray) -> Solution | None:
         s = self.session
         cp = s.checkpoint()
-        if self.budget is not None:
-            self.budget.spend(len(tasks) + len(victims))
         victim_jobs: dict[str, list[TaskInfo]] = {}
         for t in victims:
             victim_jobs.setdefault(t.job, []).append(t)
@@ -431,6 +432,9 @@ class JobSolver:
         # queue's best pending job decides where the queue stands), though only the preemptor
         # and the victims are allocated
         others = [j for j in self.pending if j is not preemptor and j.name not in victim_jobs]
+        if self.budget is not None:
+            # Ordering every pending job is most of a simulation's cost on large clusters.
+            self.budget.spend(len(tasks) + len(victims) + len(others) // ORDER_WORK_PER_UNIT)
         order = JobQueue(s, [preemptor] + [self.state.jobs[j] for j in victim_jobs if j != preemptor.name] + others,
                          real=False)
         s.pipeline_only = True
