@@ -25,6 +25,7 @@ import logging
 import re
 import threading
 import time
+from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -34,7 +35,7 @@ from kai_cp.cycle import CycleResult
 
 from .backoff import BindBackoff
 from .cache import Cache
-from .kube import ApiError, Kube, object_path
+from .kube import STRATEGIC_PATCH, ApiError, Kube, object_path
 
 log = logging.getLogger("kai_cp.apply")
 
@@ -119,7 +120,7 @@ def assigned_node(err: ApiError) -> str | None:
 
 class Applier:
     def __init__(self, kube: Kube, cache: Cache, *, bind_mode: bool = False, pool_key: str = "",
-                 pool_value: str = "", evict_with_delete: bool = False,
+                 pool_value: str = "", evict_with_delete: bool = False, eviction_condition: bool = False,
                  is_leader: Callable[[], bool] = lambda: True, backoff: BindBackoff | None = None,
                  on_write: Callable[[str, str, int], None] | None = None, parallel: int = 16):
         self.kube = kube
@@ -128,6 +129,7 @@ class Applier:
         self.pool_key = pool_key
         self.pool_value = pool_value
         self.evict_with_delete = evict_with_delete
+        self.eviction_condition = eviction_condition      # --update-pod-eviction-condition (spec 10.4)
         self.is_leader = is_leader
         self.backoff = backoff or BindBackoff()
         self.on_write = on_write      # (verb, resource, status) for metrics
@@ -354,6 +356,15 @@ class Applier:
             out.stopped_not_leader = True
         return out
 
+    def _disruption_target(self, ns: str, name: str, message: str) -> None:
+        """KAI's DisruptionTarget condition, written before the pod is evicted (spec 10.4); a
+        strategic merge keeps the pod's other conditions."""
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {"status": {"conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                                           "message": message, "lastTransitionTime": now}]}}
+        self._write("patch", "pods/status", lambda: self.kube.patch(
+            object_path("v1", "pods", ns, name, "status"), body, content_type=STRATEGIC_PATCH))
+
     def _evict(self, evictions: list[dict], result: CycleResult, out: ApplyOutcome) -> None:
         for ev in evictions:
             key = ev.get("pod") or ""
@@ -363,6 +374,13 @@ class Applier:
                 continue
             pre = {"uid": pod.metadata.uid} if pod.metadata.uid else {}
             try:
+                if self.eviction_condition:
+                    try:
+                        self._disruption_target(ns, name, ev.get("message") or "")
+                    except ApiError as e:
+                        if e.status == 404:
+                            continue
+                        log.warning("DisruptionTarget condition on %s failed (evicting anyway): %s", key, e)
                 if self.evict_with_delete:
                     self._write("delete", "pods", lambda: self.kube.delete(
                         object_path("v1", "pods", ns, name), {"preconditions": pre}))

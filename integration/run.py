@@ -236,6 +236,7 @@ class Scheduler:
         on_write = lambda verb, res, code: self.metrics.api_writes.labels(verb, res, str(code)).inc()  # noqa: E731
         self.applier = Applier(kube, self.cache, bind_mode=args.bind, pool_key=args.nodepool_label_key,
                                pool_value=args.partition_label_value, evict_with_delete=args.evict_with_delete,
+                               eviction_condition=args.update_pod_eviction_condition,
                                is_leader=self.may_write, backoff=self.backoff, on_write=on_write)
         self.status = StatusWriter(kube, args.scheduler_name, args.partition_label_value or "default",
                                    workers=args.num_of_status_recording_workers, can_write=self.may_write,
@@ -345,8 +346,17 @@ class Scheduler:
             m.fs_cpu.labels(*labels).set(float(Fraction(fs.get("cpu", 0))) / 1000)
             m.fs_mem.labels(*labels).set(float(Fraction(fs.get("memory", 0))) / 1e9)
             m.fs_gpu.labels(*labels).set(float(Fraction(fs.get("gpu", 0))))
-        for ev in applied.evicted:
-            pass
+        if applied.evicted:
+            done = set(applied.evicted)
+            for ev in doc.get("evictions") or []:
+                if ev.get("pod") not in done:
+                    continue
+                job = result.state.jobs.get(ev.get("podGroup"))
+                m.evicted.labels(ev.get("podGroup") or "", job.namespace if job else "", job.uid if job else "",
+                                 self.args.partition_label_value or "default", ev.get("action") or "").inc()
+        preempt = (result.actions or {}).get("preempt")
+        if preempt is not None and preempt.attempts:
+            m.preemption_attempts.inc(preempt.attempts)
         m.pending_pods.set(sum(len(j.waiting) for j in result.state.jobs.values()) - len(applied.bound))
         for k, n in self.cache.counts().items():
             m.cache_objects.labels(k).set(n)

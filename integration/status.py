@@ -23,7 +23,7 @@ from fractions import Fraction
 from typing import Any, Callable
 
 from kai_cp.cycle import CycleResult
-from kai_cp.jobs import ACTIVE_ALLOCATED, GATED, PENDING
+from kai_cp.jobs import ACTIVE_ALLOCATED, PENDING
 
 from .apply import ApplyOutcome
 from .kube import STRATEGIC_PATCH, ApiError, Kube, object_path
@@ -175,7 +175,8 @@ class StatusWriter:
             self._queue[key] = run
             self._cv.notify()
 
-    def event(self, futures: list, obj: dict, etype: str, reason: str, message: str, once: bool = True) -> None:
+    def event(self, futures: list, obj: dict, etype: str, reason: str, message: str, once: bool = True,
+              annotations: dict[str, str] | None = None) -> None:
         """A core/v1 Event about `obj` ({kind, apiVersion, namespace, name, uid})."""
         key = (obj["uid"] or f"{obj['namespace']}/{obj['name']}", reason)
         if once:
@@ -186,7 +187,8 @@ class StatusWriter:
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         digest = hashlib.sha1(f"{key}{message}{now}".encode()).hexdigest()[:10]
         body = {"apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": f"{obj['name']}.{digest}", "namespace": obj["namespace"]},
+                "metadata": {"name": f"{obj['name']}.{digest}", "namespace": obj["namespace"],
+                             **({"annotations": annotations} if annotations else {})},
                 "involvedObject": {k: obj[k] for k in ("kind", "apiVersion", "namespace", "name", "uid") if obj.get(k)},
                 "reason": reason, "message": message[:1024], "type": etype,
                 "source": {"component": self.scheduler_name}, "reportingComponent": self.scheduler_name,
@@ -203,7 +205,7 @@ class StatusWriter:
     # -- one cycle -----------------------------------------------------------------------------
     def record(self, result: CycleResult, doc: dict, applied: ApplyOutcome, queue_objects: set[str] | None = None) -> None:
         futures: list = []
-        state, session = result.state, result.session
+        state = result.state
         applied_keys = {k for k, _ in applied.bound}
         failed = dict(applied.failed)
         unsched = {u["podGroup"]: u["reasons"] for u in doc.get("unschedulable", [])}
@@ -213,6 +215,8 @@ class StatusWriter:
             if task_pod is not None:
                 self.event(futures, self._ref_pod(task_pod), "Normal", "Scheduled",
                            f"Successfully assigned pod {key} to node {node} at node-pool {self.node_pool}", once=False)
+        self._eviction_events(futures, result, doc, set(applied.evicted))
+        self._pipelined_events(futures, result, doc)
         for job in state.jobs.values():
             pg = job.pod_group
             pg_ref = {"kind": "PodGroup", "apiVersion": PG_GV, "namespace": job.namespace, "name": job.name,
@@ -263,6 +267,37 @@ class StatusWriter:
             self._pod_conditions = {k: v for k, v in self._pod_conditions.items() if k in live}
             self._pg_conditions = {k: v for k, v in self._pg_conditions.items() if k in live}
             self._stale_sent = {k: v for k, v in self._stale_sent.items() if k in live}
+
+    def _eviction_events(self, futures: list, result: CycleResult, doc: dict, done: set[str]) -> None:
+        """KAI's `Evict` event on each victim's PodGroup, with the count and the evictor (6.2.5)."""
+        by_group: dict[str, list[dict]] = {}
+        for ev in doc.get("evictions") or []:
+            if ev.get("pod") in done:
+                by_group.setdefault(ev.get("podGroup") or "", []).append(ev)
+        for name, evs in by_group.items():
+            job = result.state.jobs.get(name)
+            if job is None:
+                continue
+            first = evs[0]
+            evictor = result.state.jobs.get(first.get("forPodGroup") or "")
+            annotations = {"num-evicted-pods": str(len(evs)), "evictor-pod-group-name": first.get("forPodGroup") or "",
+                           "evictor-pod-group-namespace": evictor.namespace if evictor else "",
+                           "evictor-action-type": first.get("action") or ""}
+            ref = {"kind": "PodGroup", "apiVersion": PG_GV, "namespace": job.namespace, "name": job.name, "uid": job.uid}
+            self.event(futures, ref, "Normal", "Evict", first.get("message") or f"{len(evs)} pods evicted",
+                       once=False, annotations=annotations)
+
+    def _pipelined_events(self, futures: list, result: CycleResult, doc: dict) -> None:
+        """KAI's `Pipelined` event on each pod pipelined this cycle (written once per node it is
+        pipelined to: the decision is re-made every cycle until the pod binds)."""
+        if not doc.get("pipelined"):
+            return
+        pods = {t.key: t.pod for t in result.state.tasks}
+        for p in doc["pipelined"]:
+            pod = pods.get(p.get("pod"))
+            if pod is not None:
+                self.event(futures, self._ref_pod(pod), "Normal", "Pipelined",
+                           f"Pod {p['pod']} was pipelined to node {p['node']}")
 
     @staticmethod
     def _ref_pod(pod) -> dict:
