@@ -61,10 +61,12 @@ def all_errors(doc: dict[str, Any], result, now: float) -> list[str]:
             + [f"validate: {v}" for v in violations(result.state, result.session)])
 
 
-CPSAT_FEEDS_ANOTHER = ("the CP-SAT eviction model evicts a pod 'for' a preemptor that it binds on idle capacity, "
-                       "and pipelines another job's pending pod (same priority, no right to preempt) onto the freed "
-                       "capacity (tests/fixtures/evictions/cpsat_preempt_feeds_another_job.json: run2-1 preempted "
-                       "for pend0, pend0-0 bound, run0-2 pipelined on node-1)")
+CPSAT_FEEDS_ANOTHER = ("a victim gang with a pod placed earlier in the same cycle loses its running pods: allocate "
+                       "pipelined an elastic pod of run3 (3 running, minMember 3) and reclaim then evicts the 3, "
+                       "leaving 1 < 3; greedy's victim search does the same on that draw (pods placed earlier in the "
+                       "cycle are never victims); the cases where the model bound its preemptor on idle capacity and "
+                       "pipelined another job onto the freed one are fixed (decode places jobs that may take the "
+                       "freed capacity last)")
 
 
 def one_engine(doc: dict[str, Any], engine: str):
@@ -91,6 +93,22 @@ def test_eviction_invariants_hold_for_greedy(doc: dict[str, Any]) -> None:
 def test_eviction_invariants_hold_for_cpsat(doc: dict[str, Any]) -> None:
     out = one_engine(doc, "cp-sat")
     event(f"cp-sat engine={out['cycle']['engine']}, evictions: {bool(out['evictions'])}")
+
+
+def test_cpsat_preemptor_is_the_job_pipelined_on_the_freed_capacity() -> None:
+    """The model's answer here is legal (the job on the freed capacity, pend3, may preempt run3),
+    but decode bound pend3 on idle capacity and pipelined pend2 (no right to preempt) onto what
+    run3 freed. Decode now places jobs that may take freed capacity after the others."""
+    doc = json.loads((FIXTURES / "cpsat_preemptor_bound_on_idle.json").read_text())
+    one_engine(doc, "cp-sat")
+
+
+def test_cpsat_eviction_names_the_preemptor_on_the_freed_capacity() -> None:
+    """run1-1 and run4-0 are evicted where run7 (higher priority, same queue) is pipelined and
+    run2 gets one more pod bound on idle capacity: the eviction is run7's, not run2's."""
+    doc = json.loads((FIXTURES / "cpsat_eviction_attributed_to_bound_job.json").read_text())
+    out = one_engine(doc, "cp-sat")
+    assert {e["forPodGroup"] for e in out["evictions"]} <= {p["podGroup"] for p in out["pipelined"]}
 
 
 def test_cpsat_evictions_feed_their_preemptor_on_the_known_case() -> None:

@@ -7,6 +7,7 @@ import numpy as np
 
 from kai_cp.actions.allocate import should_pipeline
 from kai_cp.model.base import ModelContext
+from kai_cp.model.evictions import _legal
 from kai_cp.model.gpu_sharing import place_shared_chunk
 from kai_cp.actions.preempt import preempt_message
 from kai_cp.actions.reclaim import reclaim_message
@@ -21,10 +22,20 @@ def decode(ctx: ModelContext, counts: np.ndarray) -> Session:
     for i in np.nonzero(counts)[0]:
         per_class.setdefault(int(ctx.pair_class[i]), []).append((int(ctx.pair_node[i]), int(counts[i])))
     # Jobs in KAI's order take idle capacity first; later ones pipeline onto releasing capacity.
+    # A job that may take the pods evicted on a node it is placed on goes after the others: the
+    # model lets only such jobs use what evictions free, so they are the ones pipelined there
+    # (eviction actions never bind their preemptor), the others keep the idle capacity.
     rank = {j: r for r, j in enumerate(ctx.greedy.order)}
+    lost: dict[int, list] = {}
+    for u, t in victims:
+        lost.setdefault(session.evictions[t.key].node, []).append(u)
+
+    def takes_freed(c: int) -> bool:
+        job = ctx.classes[c].job
+        return any(_legal(u, job) for n, _ in per_class[c] for u in lost.get(n, ()))
     greedy_node = {k: p.node for k, p in ctx.greedy.session.placements.items()}
     pair_of = {(int(c), int(n)): i for i, (c, n) in enumerate(zip(ctx.pair_class.tolist(), ctx.pair_node.tolist()))}
-    for c in sorted(per_class, key=lambda c: (rank[ctx.classes[c].job.name], c)):
+    for c in sorted(per_class, key=lambda c: (takes_freed(c), rank[ctx.classes[c].job.name], c)):
         assigned = _assign(ctx.classes[c].tasks, per_class[c], greedy_node)
         if ctx.classes[c].tasks[0].request.is_shared_gpu:
             chunks: dict[int, list] = {}
@@ -65,21 +76,24 @@ def _evict(ctx: ModelContext, session: Session, counts: np.ndarray) -> list:
 
 def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
     """Each eviction's action and preemptor: a job placed on the victim's node (any of a gang
-    victim's nodes) that may take it, reclaim first, then preempt (KAI's action order)."""
+    victim's nodes) that may take it, reclaim first, then preempt (KAI's action order); a job
+    pipelined there (on the capacity the victims free) before one bound on idle capacity."""
     state = ctx.state
     rank = {j: r for r, j in enumerate(ctx.greedy.order)}
-    on_node: dict[int, list] = {}
+    on_node: dict[int, dict] = {}
     for p in session.placements.values():
-        on_node.setdefault(p.node, []).append(state.jobs[p.task.job])
-    for jobs in on_node.values():
-        jobs.sort(key=lambda j: rank.get(j.name, 1 << 30))
+        jobs = on_node.setdefault(p.node, {})
+        job = state.jobs[p.task.job]
+        jobs[job.name] = (min(jobs.get(job.name, (1,))[0], 0 if p.pipelined else 1), job)
+    ordered = {n: [j for _, j in sorted(jobs.values(), key=lambda e: (e[0], rank.get(e[1].name, 1 << 30)))]
+               for n, jobs in on_node.items()}
     lines: dict = {}
     for u, t in victims:
         ev = session.evictions[t.key]
         nodes = [ev.node] + [n for n in u.nodes if n != ev.node]
         pick = None
         for n in nodes:
-            for j in on_node.get(n, []):
+            for j in ordered.get(n, []):
                 if j.queue in u.reclaimers:
                     pick = ("reclaim", j)
                     break
