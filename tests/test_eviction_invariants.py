@@ -111,6 +111,20 @@ def test_cpsat_eviction_names_the_preemptor_on_the_freed_capacity() -> None:
     assert {e["forPodGroup"] for e in out["evictions"]} <= {p["podGroup"] for p in out["pipelined"]}
 
 
+VICTIM_PLACED_THIS_CYCLE = ("pods placed earlier in the cycle are never victims: allocate pipelines run3-3 (an elastic "
+                            "pod of run3, 3 running, minMember 3), reclaim then evicts the 3 running pods for run6 "
+                            "and leaves run3-3 alone below the minimum (KAI's job solver would take the job's "
+                            "pipelined pod with it); greedy, and cp-sat, which returns greedy's decisions here (no "
+                            "placement left for the model to decide)")
+
+
+@pytest.mark.xfail(strict=True, reason=VICTIM_PLACED_THIS_CYCLE)
+@pytest.mark.parametrize("engine", ["greedy", "cp-sat"])
+def test_a_victim_gang_keeps_no_pod_placed_this_cycle(engine: str) -> None:
+    doc = json.loads((FIXTURES / "victim_gang_with_pod_placed_this_cycle.json").read_text())
+    one_engine(doc, engine)
+
+
 def test_cpsat_evictions_feed_their_preemptor_on_the_known_case() -> None:
     """The case of CPSAT_FEEDS_ANOTHER (it broke 6.8 until jobs that may evict nobody on a node
     were kept at what KAI's allocate placed there, kai_cp/model/evictions.py)."""
