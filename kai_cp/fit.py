@@ -18,6 +18,7 @@ from kai_cp.state import ClusterState
 
 _RESOURCE_REASON = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "memory"}
 NO_NODES_HEADER = "no nodes with enough resources were found"
+SHARING_ORDER_SCORE = 1000.0       # gpusharingorder (5.4)
 
 
 def binpack_scores(free_col: np.ndarray, alloc_col: np.ndarray) -> np.ndarray:
@@ -66,6 +67,8 @@ class Fitter:
         self.pod_affinity_scoring = "podaffinity" in state.config.plugins    # off in KAI's default config
         self.types = types_of(state)
         self.synced = np.array([n.gpu_memory_synced for n in state.nodes], dtype=bool)
+        # gpusharingorder (5.4): KAI's operator registers it exactly when GPUs are placed binpack.
+        self.sharing_order = state.config.gpu_placement != "spread"
 
     def pre_predicate_error(self, task: TaskInfo) -> str | None:
         """MaxNodePoolResources (5.3): a request larger than any single node's allocatable."""
@@ -151,9 +154,18 @@ class Fitter:
         score = score + 100.0 * fits_idle
         if not needs_gpu:
             score = score + 10.0 * self.cpu_only_node[sub]
+            if self.sharing_order:
+                score = score + SHARING_ORDER_SCORE * self.on_shared_gpu(sub)
         if task.nominated_node and task.nominated_node in self.state.table.index:
             score[sub == self.state.table.index[task.nominated_node]] += 1_000_000.0
         return score
+
+    def on_shared_gpu(self, sub: np.ndarray) -> np.ndarray:
+        """Nodes with a shared GPU that a task needing no GPU memory "fits on" (7.2's fits_on_group
+        with a zero need: in use and not entirely releasing). KAI's gpusharingorder scores these
+        +1000 for CPU-only tasks too (5.4, quirk), which pulls CPU work onto shared-GPU nodes."""
+        shared = self.session.shared
+        return shared.best[sub] >= 0 if shared is not None else np.zeros(len(sub), dtype=bool)
 
     def walker(self, task: TaskInfo) -> "NodeWalker | None":
         """KAI's node order for a run of identical tasks, computed once (binpack only)."""
@@ -184,7 +196,11 @@ class Fitter:
         needs_gpu = task.request.needs_gpu
         col = 2 if needs_gpu else 0
         cpu_only = self.cpu_only_node[sub] if not needs_gpu else np.zeros(len(sub), dtype=bool)
-        order = np.lexsort((sub, s.free[sub, col], ~cpu_only, ~fits_idle))
+        # gpusharingorder's +1000 for a CPU-only task on a node with a joinable shared GPU (5.4's
+        # quirk) is constant while the walk places CPU-only tasks: they never change shared GPUs.
+        on_shared = (self.on_shared_gpu(sub) if not needs_gpu and self.sharing_order
+                     else np.zeros(len(sub), dtype=bool))
+        order = np.lexsort((sub, s.free[sub, col], ~cpu_only, ~fits_idle, ~on_shared))
         return NodeWalker(self.session, sub[order], fits_idle[order], vec, task.request.best_effort)
 
     def failure_reasons(self, task: TaskInfo, allowed: np.ndarray | None = None) -> Counter:

@@ -9,11 +9,9 @@ from collections import Counter
 
 import numpy as np
 
-from kai_cp.fit import Fitter
+from kai_cp.fit import SHARING_ORDER_SCORE, Fitter
 from kai_cp.gpu_sharing import WHOLE, choose_devices, new_group_id, node_fits, releasing_needed
 from kai_cp.jobs import TaskInfo
-
-SHARING_ORDER_SCORE = 1000.0
 
 
 def device_spread(state) -> bool:
@@ -58,7 +56,7 @@ def choose_shared(fitter: Fitter, task: TaskInfo, allowed: np.ndarray | None = N
     score = fitter._scores(task, sub, fits_idle, allowed)
     if extra is not None:
         score = score + extra[sub]
-    if state.config.gpu_placement != "spread":
+    if fitter.sharing_order:
         score = score + SHARING_ORDER_SCORE * on_group
     score = np.where(fits, score, -np.inf)
     for i in np.argsort(-score, kind="stable"):

@@ -46,15 +46,18 @@ def tasks_to_allocate(job: JobInfo, session: Session, real: bool = True) -> list
     return out
 
 
-def request_vector(tasks: Iterable[TaskInfo], gpu_memory_as_gpus: bool = True) -> dict[str, Fraction]:
-    """Sum of requests; GPU-memory tasks count M/100 GPUs (init_resources) or 0 (limit check, 3.6)."""
+def request_vector(tasks: Iterable[TaskInfo], divisor: int | None) -> dict[str, Fraction]:
+    """Sum of requests; GPU-memory tasks count memory / `divisor` GPUs (init_resources, with the
+    cluster's ClusterState.gpu_memory_divisor) or 0 when `divisor` is None (limit check, 3.6)."""
     cpu = memory = gpu = 0
     for t in tasks:
         r = t.request
         cpu += r.cpu
         memory += r.memory
-        if r.kind != "GpuMemory" or gpu_memory_as_gpus:
+        if r.kind != "GpuMemory":
             gpu += r.gpu_quota
+        elif divisor is not None:
+            gpu += r.pending_gpus(divisor)
     return {"cpu": Fraction(cpu), "memory": Fraction(memory), "gpu": Fraction(gpu)}
 
 
@@ -196,7 +199,7 @@ class JobQueue:
     def init_resources(self, job: JobInfo) -> list[float]:
         v = self._init.get(job.name)
         if v is None:
-            req = request_vector(tasks_to_allocate(job, self.session, self.real))
+            req = request_vector(tasks_to_allocate(job, self.session, self.real), self.session.state.gpu_memory_divisor)
             v = self._init[job.name] = [float(req[r]) for r in RESOURCES]
         return v
 

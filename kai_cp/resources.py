@@ -28,6 +28,7 @@ BEST_EFFORT_CPU = 10                      # millicores
 BEST_EFFORT_MEMORY = 10 * 1024 * 1024     # bytes
 BEST_EFFORT_SCALAR = 10                   # milli-units
 BEST_EFFORT_GPUS = Fraction(1, 100)
+DEFAULT_GPU_MEMORY_DIVISOR = 100         # MiB: KAI's DefaultGpuMemory, a GPU node without its memory label
 
 
 def mig_gpus(name: str) -> int:
@@ -60,12 +61,19 @@ class PodRequest:
 
     @property
     def gpu_quota(self) -> int | Fraction:
-        """GPUs counted for queue accounting while pending (spec 7.1; GPU memory as M/100, 2.2).
+        """GPUs counted for queue accounting while pending (spec 7.1), with GPU memory over the
+        smallest per-GPU memory KAI's tests use (100; see `pending_gpus` for a real cluster's).
         Whole-GPU requests stay plain ints: exact, and far cheaper to add up than Fractions."""
+        return self.pending_gpus(DEFAULT_GPU_MEMORY_DIVISOR)
+
+    def pending_gpus(self, divisor: int) -> int | Fraction:
+        """GPUs a pending request counts for in fair share, queue order and reclaim (3.2.2): a
+        GPU-memory request as memory over `divisor`, the smallest per-GPU memory of the
+        cluster's GPU nodes (KAI's ClusterInfo.MinNodeGPUMemory; ClusterState.gpu_memory_divisor)."""
         if self.kind == "Fraction":
             return Fraction(round(self.gpu_portion * 100), 100) * self.devices
         if self.kind == "GpuMemory":
-            return Fraction(self.gpu_memory * self.devices, 100)
+            return Fraction(self.gpu_memory * self.devices, divisor)
         if self.kind == "MigInstance":
             return Fraction(sum(mig_gpus(k) * v // 1000 for k, v in self.mig.items()))
         return self.gpus

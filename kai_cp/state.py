@@ -30,7 +30,7 @@ from kai_cp.mig import legacy_mig
 from kai_cp.nodes import NodeInfo, NodeTable, make_node
 from kai_cp.predicates import PredicateCache, predicate_key
 from kai_cp.queues import RESOURCES, QueueInfo, ancestors, build_queues
-from kai_cp.resources import cached_pod_request, mig_gpus
+from kai_cp.resources import DEFAULT_GPU_MEMORY_DIVISOR, cached_pod_request, mig_gpus
 from kai_cp.pod_affinity import ExistingPod, PodAffinityIndex, anti_terms
 from kai_cp.topology import TopologyTree, add_constraint, affinity_constraint, build_trees, job_scopes, plain_scopes
 
@@ -62,6 +62,7 @@ class ClusterState:
     workload: Counter = field(default_factory=Counter)                 # (request, predicates) -> pods running or waiting
     snapshot: object = None
     topologies: dict[str, TopologyTree] = field(default_factory=dict)
+    gpu_memory_divisor: int = DEFAULT_GPU_MEMORY_DIVISOR                # MiB; see gpu_memory_divisor()
 
     def queue_path(self, queue: str) -> list[QueueInfo]:
         return ancestors(self.queues, queue)
@@ -347,7 +348,8 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
         for t in other_usage])
     _gang_affinity(jobs, pod_index, trees, [n.labels for n in nodes])
     total = _capacity(nodes, table, other_usage, cfg)
-    _account_queues(queues, jobs, node_by_name)
+    divisor = gpu_memory_divisor(nodes)
+    _account_queues(queues, jobs, node_by_name, divisor)
     fair = compute_fair_share(
         [ShareQueue(name=q.name, parent=q.parent, priority=q.priority, creation=q.creation, deserved=q.deserved,
                     limit=q.limit, weight=q.weight, request=q.request) for q in queues.values()],
@@ -356,7 +358,19 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
         queues[name].fair_share = dict(share)
     return ClusterState(config=cfg, nodes=nodes, table=table, predicates=PredicateCache(nodes, pod_index), queues=queues,
                         jobs=jobs, tasks=tasks, total=total, warnings=warnings, orphan_groups=orphan_groups,
-                        snapshot=snap, legacy_mig_nodes=legacy_nodes, workload=workload, topologies=trees)
+                        snapshot=snap, legacy_mig_nodes=legacy_nodes, workload=workload, topologies=trees,
+                        gpu_memory_divisor=divisor)
+
+
+def gpu_memory_divisor(nodes: list[NodeInfo]) -> int:
+    """What a pending GPU-memory request is divided by to count as GPUs (fair share, queue order,
+    reclaim; 3.2.2): the smallest per-GPU memory over the GPU nodes, as KAI's ClusterInfo
+    MinNodeGPUMemory — a GPU node without the memory label counts 100, the default KAI's own
+    tests run with. Measured against KAI's decisions: with 100, a 20,000 MiB pod asks for 200
+    GPUs and puts its queue behind every other in the order, which KAI's run on
+    ../shared/kai-differential/medium-s1 does not do."""
+    mems = [n.gpu_memory for n in nodes if n.capacity.get("gpu", 0) > 0 or n.gpu_count]
+    return min(mems) if mems else DEFAULT_GPU_MEMORY_DIVISOR
 
 
 def _gang_affinity(jobs: dict[str, JobInfo], index: PodAffinityIndex, trees: dict[str, TopologyTree],
@@ -431,7 +445,8 @@ def _capacity(nodes: list[NodeInfo], table: NodeTable, active: list[TaskInfo], c
     return total
 
 
-def _account_queues(queues: dict[str, QueueInfo], jobs: dict[str, JobInfo], nodes: dict[str, NodeInfo]) -> None:
+def _account_queues(queues: dict[str, QueueInfo], jobs: dict[str, JobInfo], nodes: dict[str, NodeInfo],
+                    divisor: int) -> None:
     """Per-queue allocated, non-preemptible allocated and request, over leaf and ancestors (spec 3.2.2).
 
     Summed per leaf queue in plain ints first (Fractions only for shared GPUs), then added once
@@ -452,7 +467,7 @@ def _account_queues(queues: dict[str, QueueInfo], jobs: dict[str, JobInfo], node
                     gpu = queue_gpu_of_accepted(t, nodes[t.node].gpu_memory if t.node in nodes else None)
                 elif t.status == PENDING:
                     accs = (request,)
-                    gpu = r.gpu_quota
+                    gpu = r.pending_gpus(divisor)
                 else:
                     continue
                 for acc in accs:

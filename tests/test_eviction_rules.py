@@ -115,7 +115,7 @@ def test_gate1_allocated_plus_request_within_fair_share_in_every_resource():
     st_, ses = world([gq("A"), gq("B")], [job("run", "A", [2]), job("a", "A", [1, 1], running=False)])
     share(st_, A=4)
     a = st_.jobs["a"]
-    assert can_reclaim(st_, ses, a, request_vector(a.waiting))          # 2 + 2 <= 4
+    assert can_reclaim(st_, ses, a, request_vector(a.waiting, st_.gpu_memory_divisor))          # 2 + 2 <= 4
     assert not can_reclaim(st_, ses, a, gpus_req(3))                    # 2 + 3 > 4
     st_.queues["A"].fair_share["cpu"] = Fraction(150)                   # gpu fine, cpu 100 + 100 > 150
     assert not can_reclaim(st_, ses, a, gpus_req(1))

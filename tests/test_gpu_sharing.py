@@ -170,6 +170,57 @@ def test_queue_counts_fractions():
         assert len(out["binds"]) == 2, engine   # 0.5 + 0.5 reach the limit of 1 GPU
 
 
+def test_gpu_memory_divisor_is_the_smallest_gpu_memory_of_the_gpu_nodes():
+    """A pending GPU-memory pod counts memory / (the smallest per-GPU memory) GPUs, as KAI's
+    ClusterInfo.MinNodeGPUMemory: 20,000 MiB on a cluster whose smallest GPU has 40,900 MiB
+    (label 40960, floored to 100) is 20000/40900 GPUs, not the 200 GPUs a divisor of 100 gives.
+    A GPU node without the label counts 100 (KAI's default GPU memory); CPU nodes do not count."""
+    from fractions import Fraction
+    pending = [pod("m-0", "m", annotations={"gpu-memory": "20000"})]
+    big = node("big", gpu=8, labels={"nvidia.com/gpu.memory": "81559"})
+    small = node("small", gpu=8, labels={"nvidia.com/gpu.memory": "40960"})
+    st = state_of(snapshot([big, small, node("cpu", cpu="64")], podgroups=[podgroup("m")], pods=pending))
+    assert st.gpu_memory_divisor == 40900
+    assert st.queues["q"].request["gpu"] == Fraction(20000, 40900)
+    bare = node("bare", gpu=8)
+    del bare["metadata"]["labels"]["nvidia.com/gpu.memory"]
+    st = state_of(snapshot([big, bare], podgroups=[podgroup("m")], pods=pending))
+    assert st.gpu_memory_divisor == 100
+    assert st.queues["q"].request["gpu"] == 200
+
+
+def test_gpu_memory_head_job_keeps_its_queue_starved_by_the_cluster_divisor():
+    """Queue order rule 2 (starved first) adds the head job's GPUs: queue `a` (quota 1 GPU) whose
+    head job asks 20,000 MiB of a 40,000-MiB GPU asks half a GPU and stays starved, so it goes
+    before the higher-priority queue `b` and takes the cluster's one GPU. Counting 200 GPUs
+    (divisor 100) would put `a` behind `b` and leave it pending."""
+    from snapshot_builder import queue, resources
+    doc = snapshot([node("n", gpu=1)],
+                   queues=[queue("a", gpu=resources(quota=1)), queue("b", gpu=resources(quota=0), priority=150)],
+                   podgroups=[podgroup("m", queue="a"), podgroup("w", queue="b")],
+                   pods=[pod("m-0", "m", annotations={"gpu-memory": "20000"}), pod("w-0", "w", gpu=1)])
+    assert state_of(doc).gpu_memory_divisor == M
+    out = solve_doc(doc, engine="greedy")
+    assert [b["pod"] for b in out["binds"]] == ["default/m-0"]
+
+
+def test_cpu_only_pod_goes_to_a_node_with_a_shared_gpu_when_gpus_are_packed():
+    """KAI's gpusharingorder adds 1,000 to a node where the task fits on a shared GPU in use, and a
+    task needing no GPU memory fits on any (5.4, quirk): a CPU-only pod goes to the shared-GPU
+    node `a` although binpack prefers the fuller `b`. With GPUs spread the plugin is not there."""
+    nodes = [node("a", cpu="16", gpu=4), node("b", cpu="16", gpu=4)]
+    running = [running_frac("s-0", "s", "a", "g1"), reservation("r1", "a", "g1"),
+               pod("w-0", "w", cpu="8", gpu=1, phase="Running", node="b")]
+    doc = snapshot(nodes, podgroups=[podgroup("s"), podgroup("w"), podgroup("c")],
+                   pods=running + [pod("c-0", "c", cpu="2", gpu=None)])
+    out = solve_doc(doc, engine="greedy")
+    assert [(b["pod"], b["node"]) for b in out["binds"]] == [("default/c-0", "a")]
+    spread = copy.deepcopy(doc)
+    spread["config"]["tiers"][0]["plugins"][-1]["arguments"]["gpu"] = "spread"
+    out = solve_doc(spread, engine="greedy")
+    assert [(b["pod"], b["node"]) for b in out["binds"]] == [("default/c-0", "b")]
+
+
 # ----------------------------------------------------------------------------- MIG
 
 

@@ -3,6 +3,8 @@ PodSet order (4.6)."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from kai_cp.ordering import job_order_key, request_vector, tasks_to_allocate
 from kai_cp.session import Session
 from snapshot_builder import node, pod, podgroup, snapshot, solve_doc, state_of
@@ -215,13 +217,14 @@ def test_placed_tasks_are_not_asked_for_again():
     assert _names(tasks_to_allocate(job, s)) == ["p2"]
 
 
-def test_request_vector_gpu_memory_counts_m_over_100_or_zero():
+def test_request_vector_gpu_memory_counts_over_the_divisor_or_zero():
     pods = [pod("a", "j", cpu="2", annotations={"gpu-memory": "500"}), pod("b", "j", cpu="1", gpu=1)]
     st, s = _session(snapshot([node("n1", gpu=4)], None, [podgroup("j", min_member=2)], pods))
     tasks = tasks_to_allocate(st.jobs["j"], s)
-    assert request_vector(tasks)["gpu"] == 6          # 1 whole + 500/100
-    assert request_vector(tasks, gpu_memory_as_gpus=False)["gpu"] == 1
-    assert request_vector(tasks)["cpu"] == 3000
+    assert request_vector(tasks, 100)["gpu"] == 6          # 1 whole + 500/100
+    assert request_vector(tasks, st.gpu_memory_divisor)["gpu"] == 1 + Fraction(500, 40000)
+    assert request_vector(tasks, None)["gpu"] == 1
+    assert request_vector(tasks, 100)["cpu"] == 3000
 
 
 def test_gang_is_all_or_nothing_end_to_end():

@@ -538,9 +538,11 @@ def test_queue_allocated_and_request_walk_up_ancestors():
         assert info.request == {"cpu": 3000, "memory": 2 * GI, "gpu": 2}
 
 
-def test_pending_gpu_memory_request_counts_as_m_over_100_gpus():
+def test_pending_gpu_memory_request_counts_over_the_smallest_gpu_memory():
     doc = snapshot([node("n1", gpu=2)], None, [podgroup("j")], [pod("a", "j", annotations={"gpu-memory": "2000"})])
-    assert state_of(doc).queues["q"].request["gpu"] == 20
+    assert state_of(doc).queues["q"].request["gpu"] == Fraction(2000, 40000)
+    del doc["rawObjects"]["nodes"][0]["metadata"]["labels"]["nvidia.com/gpu.memory"]
+    assert state_of(doc).queues["q"].request["gpu"] == 20       # no label: KAI's default of 100 MiB
 
 
 # ====================================================================== capacity policy (3.6)
@@ -550,7 +552,7 @@ def _check(doc, job="j"):
     st = state_of(doc)
     s = Session.open(st)
     j = st.jobs[job]
-    req = request_vector(tasks_to_allocate(j, s), gpu_memory_as_gpus=False)
+    req = request_vector(tasks_to_allocate(j, s), None)
     return capacity.check(j, req, st.queue_path(j.queue), s.allocated, s.allocated_np)
 
 

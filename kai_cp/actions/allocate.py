@@ -126,7 +126,7 @@ class Allocator:
         (an eviction scenario's feasible nodes), `pipeline_only`: every placement is pipelined
         (eviction actions never bind, 6.2.4)."""
         s = self.session
-        req = request_vector(tasks, gpu_memory_as_gpus=False)
+        req = request_vector(tasks, None)
         fail = capacity.check(job, req, self.state.queue_path(job.queue), s.allocated, s.allocated_np)
         if fail is not None:
             outcome.errors.append((fail.reason, fail.message))

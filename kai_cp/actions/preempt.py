@@ -26,7 +26,7 @@ class PreemptPolicy:
         self.state, self.session, self.guard = state, session, guard
 
     def eligible(self, job: JobInfo) -> str | None:
-        req = request_vector(tasks_to_allocate(job, self.session), gpu_memory_as_gpus=False)
+        req = request_vector(tasks_to_allocate(job, self.session), None)
         if preempt_quota_ok(self.state, self.session, job, req):
             return None
         return f"preempt: the non-preemptible job would take queue {self.state.queues[job.queue].label} over its quota"

@@ -52,7 +52,7 @@ def signature(job: JobInfo) -> tuple:
 
 
 def _requests(job: JobInfo, session: Session) -> list[tuple]:
-    return sorted((t.request.gpu_quota, t.request.cpu, t.request.memory)
+    return sorted((t.request.pending_gpus(session.state.gpu_memory_divisor), t.request.cpu, t.request.memory)
                   for ps in job.podsets.values() for t in ps.pending if t.key not in session.placements)
 
 

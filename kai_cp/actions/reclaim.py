@@ -54,7 +54,7 @@ class ReclaimPolicy:
 
     def eligible(self, job: JobInfo) -> str | None:
         tasks = tasks_to_allocate(job, self.session)
-        if not can_reclaim(self.state, self.session, job, request_vector(tasks)):
+        if not can_reclaim(self.state, self.session, job, request_vector(tasks, self.state.gpu_memory_divisor)):
             q = self.state.queues[job.queue]
             return (f"reclaim: queue {q.label} would go over its fair share "
                     f"({_vector_text(q.fair_share)}) with this job")
@@ -74,7 +74,7 @@ class ReclaimPolicy:
         for t in solution.victims:
             by_job.setdefault(t.job, []).append(t)
         victims = [(self.state.jobs[j], ts) for j, ts in by_job.items()]
-        why = self.validator.check(victims, {t.key for t in solution.moved}, request_vector(tasks))
+        why = self.validator.check(victims, {t.key for t in solution.moved}, request_vector(tasks, self.state.gpu_memory_divisor))
         why = why or self.guard.elastic_ok(solution.victims, ACTION, preemptor.queue)
         if why is not None:
             self.last_rejection = why

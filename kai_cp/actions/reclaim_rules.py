@@ -85,8 +85,8 @@ def can_reclaim(state: ClusterState, session: Session, job: JobInfo, req: Vector
     """Gate 1 (spec 3.7.1): a job may reclaim only while its leaf queue stays within its fair
     share with the request added, and a non-preemptible job also within the queue's quota.
 
-    ``req``: init resources of the tasks to allocate, GPU-memory tasks counting M/100 GPUs
-    (``kai_cp.ordering.request_vector(tasks)``)."""
+    ``req``: init resources of the tasks to allocate, GPU-memory tasks counting memory over the
+    cluster's divisor (``kai_cp.ordering.request_vector(tasks, state.gpu_memory_divisor)``)."""
     q = state.queues[job.queue]
     if not vector_le(_plus(session.allocated[q.name], req), q.fair_share):
         return False
@@ -99,7 +99,7 @@ def preempt_quota_ok(state: ClusterState, session: Session, job: JobInfo, req: V
     apply per task during the simulation). Failing jobs are skipped silently by KAI.
 
     ``req``: the tasks to allocate with GPU-memory tasks counting 0 GPU, as in the allocation
-    check (``request_vector(tasks, gpu_memory_as_gpus=False)``)."""
+    check (``request_vector(tasks, None)``)."""
     if job.preemptible:
         return True
     for q in state.queue_path(job.queue):

@@ -100,7 +100,7 @@ def jobs_table(state: ClusterState) -> pd.DataFrame:
             "job": job.name, "namespace": job.namespace, "queue": job.queue, "priority": job.priority,
             "preemptible": job.preemptible, "pods": len(tasks),
             "min_member": sum(ps.min_available for ps in job.podsets.values()),
-            "gpus": sum(float(t.request.gpu_quota) for t in tasks),
+            "gpus": sum(float(t.request.pending_gpus(state.gpu_memory_divisor)) for t in tasks),
             "shared_gpu": any(t.request.is_shared_gpu for t in tasks),
             "status": job_status(job),
             "required_level": getattr(c, "required_topology_level", None) if c is not None else None,

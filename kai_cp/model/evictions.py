@@ -128,7 +128,7 @@ class NextCycleOrder:
             tasks = tasks_to_allocate(job, greedy.session)
             if not tasks:
                 continue
-            req = request_vector(tasks)
+            req = request_vector(tasks, state.gpu_memory_divisor)
             self.head[job.queue] = [float(req[x]) for x in RESOURCES]
 
     def _branches(self, a: str, b: str) -> tuple[str, str] | None:
@@ -205,7 +205,7 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
         recl = frozenset(r for r in order_ok if job.last_start is None
                          or min_runtime.filter_victim(state, job, "reclaim", r, now))
         if recl:
-            victim_req = request_vector(running)
+            victim_req = request_vector(running, state.gpu_memory_divisor)
             recl = frozenset(r for r in recl if next_order.before(r, job, victim_req))
         gpus = sum(t.request.gpus for t in running)
         if not recl or gpus == 0 or allowance[job.queue] < 0:
