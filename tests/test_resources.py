@@ -123,8 +123,10 @@ def test_gpu_memory_annotation():
     r = req(annotations={"gpu-memory": "2000"})
     assert r.kind == "GpuMemory"
     assert r.devices == 1 and r.gpu_memory == 2000 and r.gpu_portion == 0 and r.gpus == 0
-    # demand in queue math: count * M / MinNodeGPUMemory (always 100, spec 2.2)
-    assert r.gpu_quota == 20
+    # demand in queue math: count * M / MinNodeGPUMemory (the smallest per-GPU memory of the
+    # cluster; 100 without GPU memory labels, as in KAI's tests and spec 2.2)
+    assert r.gpu_quota == 20 and r.pending_gpus(100) == 20
+    assert r.pending_gpus(40000) == Fraction(2000, 40000)
 
 
 def test_gpu_fraction_with_gpu_memory_is_a_problem():
