@@ -111,6 +111,17 @@ def test_cpsat_eviction_names_the_preemptor_on_the_freed_capacity() -> None:
     assert {e["forPodGroup"] for e in out["evictions"]} <= {p["podGroup"] for p in out["pipelined"]}
 
 
+@pytest.mark.parametrize("engine", ["greedy", "cp-sat"])
+def test_a_gang_whose_running_pods_were_reclaimed_is_no_preemptor(engine: str) -> None:
+    """Reclaim takes run3's two running pods (minMember 2) for run8; run3's pending run3-2 is then
+    no preemptor: the gang is not ready any more (4.5: its evicted pods are Releasing), and
+    preempting for run3-2 alone left it running below its minimum (found by the greedy
+    invariants: run4-0 preempted for it)."""
+    doc = json.loads((FIXTURES / "preempt_for_gang_reclaim_took.json").read_text())
+    out = one_engine(doc, engine)
+    assert "default/run3-2" not in {p["pod"] for p in out["binds"] + out["pipelined"]}
+
+
 VICTIM_PLACED_THIS_CYCLE = ("pods placed earlier in the cycle are never victims: allocate pipelines run3-3 (an elastic "
                             "pod of run3, 3 running, minMember 3), reclaim then evicts the 3 running pods for run6 "
                             "and leaves run3-3 alone below the minimum (KAI's job solver would take the job's "

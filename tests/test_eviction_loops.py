@@ -18,9 +18,10 @@ Stale-gang eviction is the exception by design: a pod of a gang below its minimu
 count (they are tested by the stale-gang scenarios themselves).
 
 Both engines, cp-sat with a 0.3 s time limit per cycle. Both engines still loop on some
-generated clusters (GREEDY_LOOP, CPSAT_PREEMPT_LOOP, CPSAT_RECLAIM_LOOP): each has its
-reproduction as a strict expected failure, and the generated-cluster tests are expected
-failures that may pass (they pass on most draws) until those are fixed.
+generated clusters (GREEDY_LOOP; cp-sat when a cycle falls back to greedy's decisions): the
+greedy case has its reproduction as a strict expected failure, and the generated-cluster tests
+are expected failures that may pass (they pass on most draws) until it is fixed. The cp-sat
+loops CPSAT_RECLAIM_LOOP and CPSAT_PREEMPT_LOOP are fixed; their reproductions are tests.
 """
 
 from __future__ import annotations
@@ -94,8 +95,8 @@ def first_cycle_evicts(doc: dict[str, Any], engine: str) -> bool:
     return bool(run_cycle(state, CycleSettings(engine=engine, time_limit=0.3, seed=0)).session.evictions)
 
 
-@pytest.mark.xfail(strict=True, reason=CPSAT_RECLAIM_LOOP)
 def test_cpsat_does_not_loop_on_the_known_case() -> None:
+    """Fixed by EvictionFocus (kai_cp/model/eviction_focus.py): was CPSAT_RECLAIM_LOOP."""
     doc = json.loads((FIXTURES / "cpsat_reclaim_loop.json").read_text())
     assert loop_errors(doc, "greedy")[0] == []
     assert loop_errors(doc, "cp-sat")[0] == []
@@ -105,6 +106,10 @@ GREEDY_LOOP = ("greedy (KAI's rules) loops when reclaim and allocate disagree: r
                "share) for run4's elastic pod of q10, the recreated victims make dept0 starved (below quota 4), so next "
                "cycle allocate serves dept0 first and binds them on the freed GPUs, and reclaim evicts again "
                "(tests/fixtures/evictions/greedy_reclaim_loop.json: run3-0 evicted in cycles 0 and 3, run4-3 never bound)")
+CPSAT_FALLS_BACK_TO_A_GREEDY_LOOP = (
+    "under the 0.3 s limit a contended cycle falls back to greedy's decisions, and greedy (KAI's rules) loops "
+    "(GREEDY_LOOP): a generated case reclaims run0-1 and run5 for pend0 every other cycle, the recreated run5 "
+    "(q00, below its fair share) bound back in between; generated clusters hit it now and then")
 CPSAT_PREEMPT_LOOP = ("the CP-SAT model binds a lower-priority job (pend1) where greedy binds pend0, then preempts for "
                       "pend0, and next cycle binds the recreated victim back onto the freed GPUs "
                       "(tests/fixtures/evictions/cpsat_preempt_loop.json: run0-3 and pend1 evicted in turn every cycle)")
@@ -116,8 +121,8 @@ def test_greedy_does_not_loop_on_the_known_reclaim_case() -> None:
     assert loop_errors(doc, "greedy")[0] == []
 
 
-@pytest.mark.xfail(strict=True, reason=CPSAT_PREEMPT_LOOP)
 def test_cpsat_does_not_loop_on_the_known_preempt_case() -> None:
+    """Fixed by EvictionFocus (kai_cp/model/eviction_focus.py): was CPSAT_PREEMPT_LOOP."""
     doc = json.loads((FIXTURES / "cpsat_preempt_loop.json").read_text())
     assert loop_errors(doc, "greedy")[0] == []          # greedy places pend0 at once
     assert loop_errors(doc, "cp-sat")[0] == []
@@ -132,7 +137,7 @@ def test_generated_contended_cluster_does_not_loop(doc: dict[str, Any]) -> None:
     check_generated(doc, "greedy")
 
 
-@pytest.mark.xfail(strict=False, reason=CPSAT_PREEMPT_LOOP + "; generated clusters hit it now and then")
+@pytest.mark.xfail(strict=False, reason=CPSAT_FALLS_BACK_TO_A_GREEDY_LOOP)
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
           phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(doc=contended_clusters())

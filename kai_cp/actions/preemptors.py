@@ -9,7 +9,7 @@ from typing import Callable
 
 from kai_cp.actions.allocate import within_queue_depth
 from kai_cp.actions.victims import JobSolver, Policy, Solution
-from kai_cp.jobs import JobInfo
+from kai_cp.jobs import ALIVE, GATED, JobInfo
 from kai_cp.ordering import JobQueue
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -139,7 +139,21 @@ def run_action(state: ClusterState, session: Session, policy: Policy, eligible: 
 
 
 def pending_jobs(state: ClusterState, session: Session) -> list[JobInfo]:
-    """4.1: ready jobs with a pending pod not yet placed in this cycle, in an existing leaf queue."""
+    """4.1: ready jobs with a pending pod not yet placed in this cycle, in an existing leaf queue.
+    Readiness (4.5) as the action sees it: a pod an earlier action of this cycle evicted is
+    Releasing, no longer alive, so a gang that lost its running pods to it is not ready and its
+    pending pods are no preemptor (they alone would run below the gang's minimum)."""
     return [j for j in state.schedulable_jobs()
-            if any(t.key not in session.placements for ps in j.podsets.values() for t in ps.pending)]
+            if any(t.key not in session.placements for ps in j.podsets.values() for t in ps.pending)
+            and ready_in_session(j, session)]
+
+
+def ready_in_session(job: JobInfo, session: Session) -> bool:
+    if not session.evictions:
+        return True
+    for ps in job.podsets.values():
+        gone = sum(1 for t in ps.tasks if t.key in session.evictions and t.key not in session.placements)
+        if gone and ps.count(ALIVE) - ps.count(frozenset({GATED})) - gone < ps.min_available:
+            return False
+    return True
 

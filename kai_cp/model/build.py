@@ -9,6 +9,7 @@ from kai_cp.model.anti_affinity import AntiAffinity
 from kai_cp.model.base import Concern, ModelContext
 from kai_cp.model.compaction import compact
 from kai_cp.model.eviction_hint import improve_hint
+from kai_cp.model.eviction_focus import EvictionFocus
 from kai_cp.model.evictions import Evictions, VictimCost, build_pool, pending_keys
 from kai_cp.model.candidates import build_classes, greedy_class_nodes, pair_counts, select_pairs
 from kai_cp.model.gang import Gang
@@ -26,7 +27,8 @@ from kai_cp.model.utilisation import Utilisation
 from kai_cp.state import ClusterState
 
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
-CONSTRAINTS: tuple[Concern, ...] = (Evictions(), NodeCapacity(), Gang(), QueueQuota(), Topology(), AntiAffinity())
+CONSTRAINTS: tuple[Concern, ...] = (Evictions(), NodeCapacity(), Gang(), EvictionFocus(), QueueQuota(), Topology(),
+                                     AntiAffinity())
 OBJECTIVE_LEVELS: tuple[tuple[Concern, ...], ...] = (
     (KeepGreedyNodes(), Placement(), Pipelining(), Compactness(), GpuSharing(), Fragmentation()),   # soft preferences
     (Utilisation(), VictimCost()),

@@ -286,6 +286,9 @@ class Evictions:
             by_node_class.setdefault(n, []).append(i)
         freed: dict[int, list[tuple[cp_model.IntVar, np.ndarray]]] = {}
         by_queue: dict[str, list[tuple[cp_model.IntVar, np.ndarray]]] = {}   # what evictions take off each leaf queue
+        preemptors: set[str] = set()             # jobs whose placement may justify a preempt
+        reclaimers_used: set[str] = set()        # queues whose placements may justify a reclaim
+        evict_vars: list[cp_model.IntVar] = []
         unit_vars: list[tuple] = []              # (unit, evicted-pods expression parts, var list)
         z: dict[tuple[str, int], cp_model.IntVar] = {}
         r_of: dict[str, cp_model.IntVar] = {}
@@ -306,6 +309,7 @@ class Evictions:
                     job = ctx.classes[int(ctx.pair_class[i])].job
                     if u.preempt and job.queue == u.queue and job.priority > u.priority:
                         lits.append(ctx.x[i])
+                        preemptors.add(job.name)
                 for r in sorted(u.reclaimers):
                     key = (r, n)
                     if key not in z:
@@ -313,6 +317,7 @@ class Evictions:
                               if ctx.classes[int(ctx.pair_class[i])].job.queue == r]
                         if not xs:
                             continue
+                        reclaimers_used.add(r)
                         if r not in r_of:
                             r_of[r] = m.new_bool_var("")
                         zv = m.new_bool_var("")
@@ -337,6 +342,7 @@ class Evictions:
                 freed.setdefault(n, []).append((k, u.vec))
                 by_queue.setdefault(u.queue, []).append((k, u.vec))
                 unit_vars.append((u, [(u.tasks, k, "first")]))
+                evict_vars.append(k)
                 costs_v.append(k)
                 costs_c.append(u.cost)
                 if u.reclaim:
@@ -382,6 +388,7 @@ class Evictions:
                 ub = len(u.tasks)
                 m.add(v <= ub * sum(lits))
             unit_vars.append((u, plan))
+            evict_vars.extend(v for v, _ in total_pods)
             for v, c in total_pods:
                 costs_v.append(v)
                 costs_c.append(u.cost * c)
@@ -425,6 +432,7 @@ class Evictions:
         self._hint_reclaim(ctx, z, r_of)
         ctx.extensions["freed"] = freed
         ctx.extensions["evicted-by-queue"] = by_queue
+        ctx.extensions["eviction-beneficiaries"] = (evict_vars, preemptors, reclaimers_used)
         ctx.extensions["eviction-model"] = EvictionModel(z, r_of, allowances, caps, ev_of)
         ctx.extensions["eviction-units"] = unit_vars
         ctx.aux += [v for _, plan in unit_vars for _, v, _ in plan]
