@@ -1,5 +1,5 @@
 """Invariants of cycles with evictions (spec 6.8), on generated contended clusters, for both
-engines (greedy: must hold; cp-sat: CPSAT_FEEDS_ANOTHER is a known failure with its reproduction).
+engines (both must hold; each counterexample the draws found is a fixture test below).
 
 Why: consolidation, reclaim and preempt decide which running pods users lose. Whatever the
 cluster, a cycle must keep these rules (checked by tests/eviction_checks.py from the raw snapshot
@@ -61,14 +61,6 @@ def all_errors(doc: dict[str, Any], result, now: float) -> list[str]:
             + [f"validate: {v}" for v in violations(result.state, result.session)])
 
 
-CPSAT_FEEDS_ANOTHER = ("a victim gang with a pod placed earlier in the same cycle loses its running pods: allocate "
-                       "pipelined an elastic pod of run3 (3 running, minMember 3) and reclaim then evicts the 3, "
-                       "leaving 1 < 3; greedy's victim search does the same on that draw (pods placed earlier in the "
-                       "cycle are never victims); the cases where the model bound its preemptor on idle capacity and "
-                       "pipelined another job onto the freed one are fixed (decode places jobs that may take the "
-                       "freed capacity last)")
-
-
 def one_engine(doc: dict[str, Any], engine: str):
     res = run(doc, engine)
     errors = all_errors(doc, res, time.time())
@@ -86,7 +78,6 @@ def test_eviction_invariants_hold_for_greedy(doc: dict[str, Any]) -> None:
     event(f"moved victims: {bool({e['pod'] for e in out['evictions']} & {p['pod'] for p in out['pipelined']})}")
 
 
-@pytest.mark.xfail(strict=False, reason=CPSAT_FEEDS_ANOTHER + "; generated clusters hit it now and then")
 @settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow],
           phases=[Phase.explicit, Phase.reuse, Phase.generate])           # no shrinking: the case is known
 @given(doc=contended_clusters())
@@ -111,6 +102,27 @@ def test_cpsat_eviction_names_the_preemptor_on_the_freed_capacity() -> None:
     assert {e["forPodGroup"] for e in out["evictions"]} <= {p["podGroup"] for p in out["pipelined"]}
 
 
+def test_cpsat_gang_victim_names_a_preemptor_pipelined_on_one_of_its_nodes() -> None:
+    """run1 (three pods on node-0 and node-1) is reclaimed whole; on node-0 run0 gets a pod bound
+    on idle capacity, on node-1 run2 is pipelined: the eviction of run1-1 (node-0) named run0,
+    which waits for nothing. A gang victim frees all its nodes, so a job pipelined on any of them
+    comes first."""
+    doc = json.loads((FIXTURES / "cpsat_gang_victim_attributed_to_bound_job.json").read_text())
+    out = one_engine(doc, "cp-sat")
+    assert {e["forPodGroup"] for e in out["evictions"]} <= {p["podGroup"] for p in out["pipelined"]}
+
+
+def test_cpsat_takes_a_gang_whole_when_greedy_moved_one_of_its_pods() -> None:
+    """Greedy's reclaim moves run2-0 (evicted, re-placed on node-3); the model, which has no
+    moves, saw only run2's two other pods as its victim unit and evicted them, leaving run2
+    (minMember 3) one pod. A victim unit is the whole gang's running pods."""
+    doc = json.loads((FIXTURES / "cpsat_gang_with_moved_pod.json").read_text())
+    out = one_engine(doc, "cp-sat")
+    taken = [e["pod"] for e in out["evictions"] if e["pod"].startswith("default/run2-")]
+    moved = {p["pod"] for p in out["pipelined"]}
+    assert len([p for p in taken if p not in moved]) in (0, 3)
+
+
 @pytest.mark.parametrize("engine", ["greedy", "cp-sat"])
 def test_a_gang_whose_running_pods_were_reclaimed_is_no_preemptor(engine: str) -> None:
     """Reclaim takes run3's two running pods (minMember 2) for run8; run3's pending run3-2 is then
@@ -122,23 +134,20 @@ def test_a_gang_whose_running_pods_were_reclaimed_is_no_preemptor(engine: str) -
     assert "default/run3-2" not in {p["pod"] for p in out["binds"] + out["pipelined"]}
 
 
-VICTIM_PLACED_THIS_CYCLE = ("pods placed earlier in the cycle are never victims: allocate pipelines run3-3 (an elastic "
-                            "pod of run3, 3 running, minMember 3), reclaim then evicts the 3 running pods for run6 "
-                            "and leaves run3-3 alone below the minimum (KAI's job solver would take the job's "
-                            "pipelined pod with it); greedy, and cp-sat, which returns greedy's decisions here (no "
-                            "placement left for the model to decide)")
-
-
-@pytest.mark.xfail(strict=True, reason=VICTIM_PLACED_THIS_CYCLE)
 @pytest.mark.parametrize("engine", ["greedy", "cp-sat"])
 def test_a_victim_gang_keeps_no_pod_placed_this_cycle(engine: str) -> None:
+    """Reclaim takes run3's three running pods (minMember 3) for run6; run3 then came up as a
+    reclaimer in the same action and its pending run3-3 was pipelined alone, below the minimum.
+    A gang whose running pods were evicted earlier in the cycle is no preemptor (was a strict
+    expected failure for both engines)."""
     doc = json.loads((FIXTURES / "victim_gang_with_pod_placed_this_cycle.json").read_text())
-    one_engine(doc, engine)
+    out = one_engine(doc, engine)
+    assert "default/run3-3" not in {p["pod"] for p in out["binds"] + out["pipelined"]}
 
 
 def test_cpsat_evictions_feed_their_preemptor_on_the_known_case() -> None:
-    """The case of CPSAT_FEEDS_ANOTHER (it broke 6.8 until jobs that may evict nobody on a node
-    were kept at what KAI's allocate placed there, kai_cp/model/evictions.py)."""
+    """A cp-sat preempt that fed another job (it broke 6.8 until jobs that may evict nobody on a
+    node were kept at what KAI's allocate placed there, kai_cp/model/evictions.py)."""
     doc = json.loads((FIXTURES / "cpsat_preempt_feeds_another_job.json").read_text())
     one_engine(doc, "greedy")
     one_engine(doc, "cp-sat")

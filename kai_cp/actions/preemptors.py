@@ -119,7 +119,8 @@ def run_action(state: ClusterState, session: Session, policy: Policy, eligible: 
         if state.config.use_scheduling_signatures and reps.skip(job, session):
             out.skipped += 1
             continue
-        why = eligible(job)
+        why = eligible(job) if ready_in_session(job, session) else \
+            f"{policy.action}: the gang's running pods were evicted earlier in this cycle; its pending pods alone are below its minimum"
         if why is not None:
             out.failed[job.name] = why
             continue

@@ -85,20 +85,27 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
         jobs = on_node.setdefault(p.node, {})
         job = state.jobs[p.task.job]
         jobs[job.name] = (min(jobs.get(job.name, (1,))[0], 0 if p.pipelined else 1), job)
-    ordered = {n: [j for _, j in sorted(jobs.values(), key=lambda e: (e[0], rank.get(e[1].name, 1 << 30)))]
+    ordered = {n: sorted(jobs.values(), key=lambda e: (e[0], rank.get(e[1].name, 1 << 30)))
                for n, jobs in on_node.items()}
     lines: dict = {}
     for u, t in victims:
         ev = session.evictions[t.key]
         nodes = [ev.node] + [n for n in u.nodes if n != ev.node]
         pick = None
-        for n in nodes:
-            for j in ordered.get(n, []):
-                if j.queue in u.reclaimers:
-                    pick = ("reclaim", j)
+        # A job pipelined on any of the victim's nodes before one bound on idle capacity: an
+        # eviction's preemptor waits for it (a gang victim frees all its nodes at once).
+        for bound_too in (False, True):
+            for n in nodes:
+                for bound, j in ordered.get(n, []):
+                    if bound and not bound_too:
+                        break
+                    if j.queue in u.reclaimers:
+                        pick = ("reclaim", j)
+                        break
+                    if u.preempt and j.queue == u.queue and j.priority > u.priority and pick is None:
+                        pick = ("preempt", j)
+                if pick is not None:
                     break
-                if u.preempt and j.queue == u.queue and j.priority > u.priority and pick is None:
-                    pick = ("preempt", j)
             if pick is not None:
                 break
         if pick is None:          # cannot happen with the model's justification constraints

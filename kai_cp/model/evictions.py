@@ -193,7 +193,12 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
         if not job.preemptible or job.queue not in state.queues:
             continue
         running = [t for t in job.tasks if t.status in ACTIVE_ALLOCATED and t.node is not None
-                   and t.node in table.index and not t.request.is_shared_gpu and t.key not in greedy.session.placements]
+                   and t.node in table.index and not t.request.is_shared_gpu]
+        # A pod greedy's actions moved (evicted and re-placed elsewhere) keeps running where greedy
+        # put it: the model has no moves, so it is no victim, and its gang can lose only pods above
+        # its minimum, never the rest "whole".
+        moved = sum(1 for t in running if t.key in greedy.session.placements)
+        running = [t for t in running if t.key not in greedy.session.placements]
         if not running:
             continue
         pre = "preempt" in actions and top_prio.get(job.queue, -1 << 30) > job.priority \
@@ -220,12 +225,14 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
             continue
         protected = {a: min_runtime.protected(state, job, a, r, now)
                      for a, r in (("preempt", job.queue),) + tuple(("reclaim", r) for r in recl)}
-        whole = not any(protected.values())
+        whole = not any(protected.values()) and not moved
         surplus = {}
         for ps in job.podsets.values():
             n = sum(1 for t in running if t.podset == ps.name)
-            if n > ps.min_available:
-                surplus[ps.name] = n - ps.min_available
+            kept = sum(1 for t in job.tasks if t.podset == ps.name and t.key in greedy.session.placements
+                       and t.status in ACTIVE_ALLOCATED)
+            if n + kept > ps.min_available and n:
+                surplus[ps.name] = min(n, n + kept - ps.min_available)
         if not whole and not surplus:
             continue
         node_tasks: dict[int, dict[str, list[TaskInfo]]] = {}
