@@ -43,6 +43,9 @@ class Writer:
 
     # -- submitting ----------------------------------------------------------------------------
     def submit(self, batch: Batch) -> Batch:
+        """Queue a batch (one with no writes is done at once)."""
+        if not batch.size():
+            return batch
         with self._cv:
             term = self._term
             batch.alive = lambda: self._term == term
