@@ -225,6 +225,14 @@ class Applier:
         """The cycle's writes, each assumed in the cache at once (the next cycle sees the pods
         Binding / Releasing and the failed BindRequests gone). Cheap: no API call."""
         batch = Batch(cycle)
+        try:
+            self._plan(result, doc, batch)
+        except BaseException:
+            self.forget(batch)        # nothing half-assumed outlives a failed plan
+            raise
+        return batch
+
+    def _plan(self, result: CycleResult, doc: dict, batch: Batch) -> None:
         state = result.state
         if not self.bind_mode:
             self._plan_cleanup(result, batch)
@@ -253,7 +261,8 @@ class Applier:
                     w.assumption = AssumedCreate(self._br_model(w.body))
                     self._brs.assume(w.key, "create", w.assumption)
                 gang.pods.append(w)
-            batch.gangs.append(gang)
+                if len(gang.pods) == 1:
+                    batch.gangs.append(gang)
         for ev in doc.get("evictions") or []:
             key = ev.get("pod") or ""
             pod = self._pods.observed(key)
@@ -263,9 +272,8 @@ class Applier:
             evictor = state.jobs.get(ev.get("forPodGroup") or "")
             w = EvictWrite(ev, pod.metadata.uid, job.namespace if job else "", job.uid if job else "",
                            evictor.namespace if evictor else "", AssumedPod(pod.metadata.uid, deleting=True))
-            self._pods.assume(key, "evict", w.assumption)
             batch.evictions.append(w)
-        return batch
+            self._pods.assume(key, "evict", w.assumption)
 
     def forget(self, batch: Batch) -> None:
         """Drop every assumption of a batch whose write was not made (dropped, or leadership lost)."""
