@@ -157,8 +157,10 @@ def main() -> int:
               f"enqueue {first[6]:.2f} ({int(first[1])} pods to bind, {int(first[3])} jobs left pending)")
         w = writes.get(1)
         if w is not None:
+            # Async: queued at the end of the cycle; sync: inside the cycle's enqueue.
+            end = tot(first) if args.sync_writes else tot(first) + w[5]
             print(f"first cycle's writes: {int(w[1])} BindRequests written ({int(w[2])} failed) {w[5]:.2f} s after the "
-                  f"cycle queued them, {tot(first) + w[5]:.2f} s after the cycle started")
+                  f"cycle queued them, {end:.2f} s after the cycle started")
 
         def line(name: str, cs: list[tuple]) -> None:
             if not cs:

@@ -15,8 +15,14 @@ Gangs: a job's placements of this cycle are applied together or not at all.
 A 409 "already assigned" to the node we chose is success (a retried request whose answer
 was lost); to another node the pod is re-planned. A pod whose writes fail backs off.
 
-Every write first checks that this replica still leads (integration/leader.py): a replica
-that lost its lease applies nothing more.
+Every write first checks that this replica still leads (integration/leader.py) and that its
+batch was not dropped: a replica that lost its lease applies nothing more.
+
+`plan` runs in the cycle: it turns the decisions into a Batch that holds everything the writes
+need (no cycle state) and assumes each write in the watch cache (integration/cache.py), so the
+next cycle sees the pods Binding and the victims Releasing before the writes land. `run` sends
+a batch (integration/writer.py calls it behind the cycle) and leaves every assumption settled
+(the write landed: shown until the watch has it) or forgotten (it failed, or was not sent).
 """
 
 from __future__ import annotations
