@@ -8,7 +8,11 @@ and the scheduler's memory.
 
 The API server is built on first use (integration/testing/build_apiserver.sh). Cycle figures are
 kai-cp's own log lines: state = snapshot from the cache + cluster state, decide = greedy + CP-SAT,
-apply = BindRequests written (16 in parallel); status writes run behind the cycle.
+enqueue = the writes planned and assumed in the cache, status queued. The writes themselves
+(BindRequests, 16 in parallel) go out behind the cycle (integration/writer.py); their line says
+when the first cycle's were all written. Steady-state cycles are counted once those writes are
+done (and, separately, while they were going out). `--sync-writes` runs kai-cp with
+`--async-writes=false` (each cycle waits for its writes, as before).
 """
 
 from __future__ import annotations
@@ -33,7 +37,10 @@ from integration.kube import Kube, load_api_client  # noqa: E402
 from integration.testing.apiserver import ApiServer, apply_crds, build_binaries, free_port  # noqa: E402
 from integration.testing.cluster import create, create_node, namespace, node, pod, podgroup, queue  # noqa: E402
 
-CYCLE = re.compile(r"cycle (\d+): (\d+) bound, (\d+) failed, (\d+) unschedulable jobs; state ([\d.]+)s decide ([\d.]+)s apply ([\d.]+)s")
+CYCLE = re.compile(r"cycle (\d+): (\d+) to bind, (\d+) to evict, (\d+) unschedulable jobs; "
+                   r"state ([\d.]+)s decide ([\d.]+)s enqueue ([\d.]+)s")
+WRITES = re.compile(r"cycle (\d+) writes: (\d+) bound, (\d+) failed, (\d+) evicted, (\d+) gangs rolled back.*?; "
+                    r"done ([\d.]+)s after the cycle queued them")
 
 
 def rss_kib(pid: int) -> tuple[int, int]:
@@ -57,6 +64,7 @@ def main() -> int:
     ap.add_argument("--queue-gpu-limit", type=float, default=-1, help="GPU limit of each leaf queue (default -1: none)")
     ap.add_argument("--steady-cycles", type=int, default=10)
     ap.add_argument("--time-limit", type=float, default=1.0)
+    ap.add_argument("--sync-writes", action="store_true", help="kai-cp --async-writes=false: each cycle waits for its writes")
     args = ap.parse_args()
     urllib3.disable_warnings()
 
@@ -92,9 +100,11 @@ def main() -> int:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "kai_cp", "run", f"--kubeconfig={server.kubeconfig}", f"--namespace={ns}",
                  f"--partition-label-value={pool}", f"--listen-address=127.0.0.1:{metrics_port}",
-                 "--plugin-server-port=0", f"--time-limit={args.time_limit}", "--schedule-period=1s"],
+                 "--plugin-server-port=0", f"--time-limit={args.time_limit}", "--schedule-period=1s",
+                 f"--async-writes={'false' if args.sync_writes else 'true'}"],
                 stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ, PYTHONUNBUFFERED="1"))
             cycles: list[tuple] = []
+            writes: dict[int, tuple] = {}
             synced_at = None
             arrivals = [0]
 
@@ -109,12 +119,20 @@ def main() -> int:
             arriver = None
             peak = (0, 0)
             deadline = time.monotonic() + 600
-            while time.monotonic() < deadline and len(cycles) < 1 + args.steady_cycles + 2:
+            def after_first_writes() -> list[tuple]:
+                """Cycles that started once the first cycle's writes were done (their log line came first)."""
+                text = log_path.read_text(errors="replace")
+                first = WRITES.search(text)
+                if first is None or int(first.group(1)) != 1:
+                    return []
+                return [tuple(float(x) for x in m.groups()) for m in CYCLE.finditer(text, first.end())]
+            while time.monotonic() < deadline and len(after_first_writes()) < args.steady_cycles + 1:
                 time.sleep(0.5)
                 text = log_path.read_text(errors="replace")
                 if synced_at is None and "cache synced" in text:
                     synced_at = time.monotonic() - t_start
                 cycles = [tuple(float(x) for x in m.groups()) for m in CYCLE.finditer(text)]
+                writes = {int(m.group(1)): tuple(float(x) for x in m.groups()) for m in WRITES.finditer(text)}
                 if cycles and arriver is None:
                     import threading
                     arriver = threading.Thread(target=arrive, daemon=True)
@@ -130,15 +148,30 @@ def main() -> int:
             print(log_path.read_text()[-3000:])
             return 1
         first = cycles[0]
-        steady = cycles[2:2 + args.steady_cycles] or cycles[1:]
+        after = after_first_writes()
+        steady = after[1:1 + args.steady_cycles] or after
+        during = [c for c in cycles[1:] if c not in after]
         tot = lambda c: c[4] + c[5] + c[6]  # noqa: E731
         print(f"cache synced {synced_at:.1f} s after start (list of every kind, parse into models)")
         print(f"first cycle after sync: {tot(first):.2f} s = state {first[4]:.2f} + decide {first[5]:.2f} + "
-              f"apply {first[6]:.2f} ({int(first[1])} BindRequests written, {int(first[3])} jobs left pending)")
-        st = [tot(c) for c in steady]
-        print(f"steady-state cycle with one job arriving per second ({len(steady)} cycles): median {statistics.median(st):.3f} s, max {max(st):.3f} s "
-              f"(state {statistics.median(c[4] for c in steady):.3f} + decide {statistics.median(c[5] for c in steady):.3f}"
-              f" + apply {statistics.median(c[6] for c in steady):.3f})")
+              f"enqueue {first[6]:.2f} ({int(first[1])} pods to bind, {int(first[3])} jobs left pending)")
+        w = writes.get(1)
+        if w is not None:
+            # Async: queued at the end of the cycle; sync: inside the cycle's enqueue.
+            end = tot(first) if args.sync_writes else tot(first) + w[5]
+            print(f"first cycle's writes: {int(w[1])} BindRequests written ({int(w[2])} failed) {w[5]:.2f} s after the "
+                  f"cycle queued them, {end:.2f} s after the cycle started")
+
+        def line(name: str, cs: list[tuple]) -> None:
+            if not cs:
+                print(f"{name}: none")
+                return
+            st = [tot(c) for c in cs]
+            print(f"{name} ({len(cs)} cycles): median {statistics.median(st):.3f} s, max {max(st):.3f} s "
+                  f"(state {statistics.median(c[4] for c in cs):.3f} + decide {statistics.median(c[5] for c in cs):.3f}"
+                  f" + enqueue {statistics.median(c[6] for c in cs):.3f})")
+        line("cycles while the first cycle's writes went out", during)
+        line("steady-state cycle with one job arriving per second, after them", steady)
         print(f"scheduler memory: RSS {peak[0] / 1024:.0f} MiB, peak (VmHWM) {peak[1] / 1024:.0f} MiB")
         print(f"log: {log_path}")
     finally:

@@ -8,9 +8,14 @@ models (no re-list, no re-parse of the world per cycle). An object that fails va
 kept as raw JSON with its warnings, exactly as the snapshot loader keeps invalid objects, so
 it is reported and never stops the others.
 
-"Assumed" objects: after kai-cp writes a BindRequest or a binding, the cache holds the
-result at once (KAI's cache does the same), so the next cycle cannot decide the same pod
-again before the watch delivers the change. The watch's version replaces it when it arrives.
+Assumptions (kube-scheduler's assume cache): when a cycle decides a write (a BindRequest, a
+binding, an eviction, the deletion of a failed BindRequest) the cache shows its result at once,
+before the write is even sent (integration/writer.py sends it behind the cycle), so the next
+cycle never decides the same pod twice. An assumption is an overlay on the watched object, not
+a replacement: it survives re-lists and unrelated watch updates of the object, and is dropped
+when the watch shows the write (or shows that the world moved on: the pod deleted or bound by
+someone else), when the writer forgets it (the write failed or was dropped), or a while after
+the write landed if the watch never showed it (a re-list raced with it).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from pydantic import ValidationError
@@ -82,6 +88,92 @@ class Gone(Exception):
     """The watch's resourceVersion is too old (410): re-list."""
 
 
+ASSUMED_TTL = 30.0      # seconds an assumption whose write landed waits for the watch to show it
+
+_UNSET = object()
+
+
+class Assumption:
+    """One decided write, shown over the watched object (or its absence) until the watch shows it.
+    `view` maps the watched object (None: absent) to what a cycle sees; `confirmed` says the
+    watched object shows the write, or makes it moot. Views are cached per base object so a
+    cycle sees the same model object from cycle to cycle (the state build may cache on it)."""
+
+    def __init__(self) -> None:
+        self.written_uid: str | None = None   # uid of the object the write made (BindRequest created)
+        self.expires: float | None = None     # monotonic; set once the write landed
+        self._base: Any = _UNSET
+        self._out: Any = None
+
+    def view(self, obj: Any) -> Any:
+        if obj is not self._base:
+            self._base, self._out = obj, self._make(obj)
+        return self._out
+
+    def _make(self, obj: Any) -> Any:
+        raise NotImplementedError
+
+    def confirmed(self, obj: Any) -> bool:
+        raise NotImplementedError
+
+
+class AssumedCreate(Assumption):
+    """An object kai-cp creates (a BindRequest): shown as built until the watch holds the object
+    the create made (same uid)."""
+
+    def __init__(self, model: Any):
+        super().__init__()
+        self.model = model
+
+    def _make(self, obj: Any) -> Any:
+        return self.model
+
+    def confirmed(self, obj: Any) -> bool:
+        return self.written_uid is not None and obj is not None and obj.metadata.uid == self.written_uid
+
+
+class AssumedDelete(Assumption):
+    """An object kai-cp deletes (a failed BindRequest, by uid): hidden until the watch no longer
+    holds that uid."""
+
+    def __init__(self, uid: str | None):
+        super().__init__()
+        self.uid = uid
+
+    def _make(self, obj: Any) -> Any:
+        return None if obj is not None and obj.metadata.uid == self.uid else obj
+
+    def confirmed(self, obj: Any) -> bool:
+        return obj is None or obj.metadata.uid != self.uid
+
+
+class AssumedPod(Assumption):
+    """A pod kai-cp binds to `node` or evicts (`deleting`): the watched pod with that change,
+    until the watched pod shows it, is gone, is another pod of the same name, or was bound by
+    someone else (what the API server holds wins)."""
+
+    def __init__(self, uid: str | None, node: str | None = None, deleting: bool = False):
+        super().__init__()
+        self.uid, self.node, self.deleting = uid, node, deleting
+
+    def _make(self, obj: Any) -> Any:
+        if obj is None:
+            return None
+        if self.node:
+            obj = obj.model_copy(update={"spec": obj.spec.model_copy(update={"node_name": self.node})})
+        if self.deleting:
+            obj = obj.model_copy(update={"metadata": obj.metadata.model_copy(
+                update={"deletion_timestamp": datetime.now(timezone.utc)})})
+        return obj
+
+    def confirmed(self, obj: Any) -> bool:
+        if obj is None or (self.uid and obj.metadata.uid != self.uid):
+            return True
+        if self.deleting:
+            return obj.metadata.deletion_timestamp is not None
+        return bool(obj.spec.node_name)
+
+
 def obj_key(meta: dict[str, Any] | None) -> str:
     meta = meta or {}
     ns = meta.get("namespace") or ""
@@ -101,6 +193,7 @@ class Informer:
         self.store: dict[str, Any] = {}
         self.invalid: dict[str, tuple[dict, list[ObjectWarning]]] = {}
         self.fingerprints: dict[str, bytes] = {}     # key -> what a cycle reads of it (see fingerprint)
+        self.assumed: dict[str, dict[str, Assumption]] = {}   # key -> aspect -> decided write not yet watched
         self.rv: str | None = None
         self.lock = threading.RLock()
         self.synced = threading.Event()
@@ -254,21 +347,86 @@ class Informer:
         self._relist.set()
 
     # -- reads and assumptions -----------------------------------------------------------
+    def _view(self, key: str, obj: Any, now: float) -> Any:
+        """The watched object `obj` with the assumptions on `key` over it (lock held); drops the
+        assumptions the watch confirmed or that expired."""
+        chain = self.assumed.get(key)
+        if not chain:
+            return obj
+        out = obj
+        for aspect, a in list(chain.items()):
+            if a.confirmed(obj) or (a.expires is not None and now > a.expires):
+                del chain[aspect]
+                continue
+            out = a.view(out)
+        if not chain:
+            del self.assumed[key]
+        return out
+
     def values(self) -> tuple[list[Any], list[dict], list[ObjectWarning]]:
         with self.lock:
-            models = list(self.store.values())
+            if self.assumed:
+                now = time.monotonic()
+                models = [v if k not in self.assumed else self._view(k, v, now) for k, v in self.store.items()]
+                models += [self._view(k, None, now) for k in list(self.assumed) if k not in self.store]
+                models = [m for m in models if m is not None]
+            else:
+                models = list(self.store.values())
             invalid = list(self.invalid.values())
         return models, [raw for raw, _ in invalid], [w for _, ws in invalid for w in ws]
 
     def get(self, key: str) -> Any:
+        """The object as a cycle sees it: watched, with kai-cp's assumptions over it."""
+        with self.lock:
+            obj = self.store.get(key)
+            return self._view(key, obj, time.monotonic()) if key in self.assumed else obj
+
+    def observed(self, key: str) -> Any:
+        """The object as the watch last showed it (no assumptions): what a write is checked against."""
         with self.lock:
             return self.store.get(key)
 
-    def assume(self, key: str, model: Any) -> None:
+    def assumption(self, key: str, aspect: str) -> Assumption | None:
         with self.lock:
-            self.store[key] = model
+            return (self.assumed.get(key) or {}).get(aspect)
+
+    def assume(self, key: str, aspect: str, assumption: Assumption) -> None:
+        """Show a decided write at once (see the module docstring)."""
+        with self.lock:
+            self.assumed.setdefault(key, {})[aspect] = assumption
+
+    def settle(self, key: str, aspect: str, assumption: Assumption, uid: str | None = None,
+               model: Any = None, ttl: float = ASSUMED_TTL) -> None:
+        """The write landed (it made `model`, uid `uid`): keep showing it until the watch does, at
+        most `ttl` seconds."""
+        with self.lock:
+            if (self.assumed.get(key) or {}).get(aspect) is assumption:
+                assumption.written_uid = uid
+                assumption.expires = time.monotonic() + ttl
+                if model is not None and isinstance(assumption, AssumedCreate):
+                    assumption.model, assumption._base = model, _UNSET
+
+    def unassume(self, key: str, aspect: str, assumption: Assumption | None = None) -> None:
+        """The write failed or will not be sent: show the watched object again (a change)."""
+        with self.lock:
+            chain = self.assumed.get(key)
+            if not chain or aspect not in chain or (assumption is not None and chain[aspect] is not assumption):
+                return
+            del chain[aspect]
+            if not chain:
+                del self.assumed[key]
+        if self.on_change:
+            self.on_change(self.kind.key)
+
+    def clear_assumed(self) -> None:
+        with self.lock:
+            had = bool(self.assumed)
+            self.assumed = {}
+        if had and self.on_change:
+            self.on_change(self.kind.key)
 
     def forget(self, key: str) -> None:
+        """Drop the watched object (kai-cp deleted it; the watch will say so too)."""
         with self.lock:
             self.store.pop(key, None)
 
@@ -311,6 +469,11 @@ class Cache:
 
     def counts(self) -> dict[str, int]:
         return {k: len(inf.store) for k, inf in self.informers.items()}
+
+    def clear_assumed(self) -> None:
+        """Forget every assumption (a replica that stops or starts leading trusts the API server only)."""
+        for inf in self.informers.values():
+            inf.clear_assumed()
 
     def snapshot(self, config: dict | None, params: dict | None,
                  replace_pods: Callable[[Any], Any] | None = None) -> LoadedSnapshot:

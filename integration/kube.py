@@ -96,7 +96,7 @@ class Kube:
             log.warning("TLS verification of the API server is off (insecure-skip-tls-verify in the kubeconfig)")
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self.api.configuration.connection_pool_maxsize = max(
-            getattr(self.api.configuration, "connection_pool_maxsize", 4) or 4, 16)
+            getattr(self.api.configuration, "connection_pool_maxsize", 4) or 4, 32)
         self.api.rest_client = k8s_client.rest.RESTClientObject(self.api.configuration)
 
     # -- plumbing -------------------------------------------------------------------------

@@ -73,6 +73,8 @@ class Metrics:
         self.leader = Gauge("cp_is_leader", "1 while this replica holds the lease (or runs without election)",
                             namespace=ns, registry=r)
         self.cache_objects = Gauge("cp_cache_objects", "Objects in the watch cache", ["resource"], namespace=ns, registry=r)
+        self.write_backlog = Gauge("cp_write_backlog", "Writes (BindRequests, bindings, evictions) decided and "
+                                   "not yet sent: the binding cycle's queue", namespace=ns, registry=r)
         self.pending_pods = Gauge("cp_pending_pods", "Pods of this scheduler waiting to be placed after the last cycle",
                                   namespace=ns, registry=r)
 

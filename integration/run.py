@@ -4,8 +4,10 @@ It takes the flags KAI's operator passes to KAI's scheduler (an unknown flag is 
 KAI's operator can run kai-cp's image unchanged), finds its cluster the usual way (in-cluster
 service account, else `--kubeconfig` / KUBECONFIG), waits for its watch cache to sync, then runs
 one cycle every `--schedule-period` measured from the end of the previous one (KAI's sliding
-period): snapshot from the cache -> cluster state -> decisions (kai_cp.cycle) -> apply
-(BindRequests, or bindings with `--bind`; evictions) -> status -> metrics.
+period): snapshot from the cache -> cluster state -> decisions (kai_cp.cycle) -> the writes
+planned and assumed in the cache -> status -> metrics. The writes (BindRequests, or bindings with
+`--bind`; evictions) go out behind the cycle (integration/writer.py), as kube-scheduler's
+binding cycle; `--async-writes=false` makes each cycle wait for its own.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from .leader import LeaderElector, default_identity
 from .metrics import Metrics
 from .server import parse_address, serve, snapshot_zip
 from .status import StatusWriter
+from .writer import Writer
 
 log = logging.getLogger("kai_cp.run")
 BACKOFF_GATE = "kai-cp.run/bind-backoff"
@@ -140,6 +143,9 @@ def parser() -> argparse.ArgumentParser:
                    help="when nothing changed in the cluster since a cycle that decided nothing, the next cycle is "
                         "skipped (same input, same decisions) for up to this long (default 10s; 0: never skip)")
     c.add_argument("--cycles", type=int, default=0, help="stop after this many cycles as leader (default 0: run forever)")
+    _flag(c, "--async-writes", True, "send each cycle's BindRequests, bindings and evictions behind it, as "
+          "kube-scheduler's binding cycle: the cycle assumes its decisions in the cache and returns; false: each "
+          "cycle waits for its writes")
     return ap
 
 
@@ -241,6 +247,7 @@ class Scheduler:
         self.status = StatusWriter(kube, args.scheduler_name, args.partition_label_value or "default",
                                    workers=args.num_of_status_recording_workers, can_write=self.may_write,
                                    on_write=on_write)
+        self.writer = Writer(self.applier, on_done=self._written)
         self.last: tuple[Any, dict] | None = None     # (LoadedSnapshot, decisions) of the last cycle with decisions
         self.cycles = 0
         self.skipped = 0
@@ -287,10 +294,13 @@ class Scheduler:
         result = run_cycle(state, self.settings)
         doc = result.to_json()
         t2 = time.perf_counter()
-        applied = self.applier.apply(result, doc)
-        self.status.record(result, doc, applied, queue_objects=set(self.cache.informers["queues"].store))
+        batch = self.writer.submit(self.applier.plan(result, doc, self.cycles + 1))
+        if not self.args.async_writes:
+            self.writer.wait(batch)
+        placing = batch.placing
+        self.status.record(result, doc, None, queue_objects=set(self.cache.informers["queues"].store), placing=placing)
         t3 = time.perf_counter()
-        self._observe(result, doc, applied, t0, t1, t2, t3)
+        self._observe(result, doc, placing, t0, t1, t2, t3)
         self._stale_deadline = result.stale.deadline if result.stale is not None else None
         if doc["binds"] or doc["evictions"] or doc["pipelined"]:
             self.last = (loaded, doc)
@@ -299,17 +309,44 @@ class Scheduler:
             self._last_input = (generation, frozenset(gated))
         self._last_full = time.monotonic()
         self.cycles += 1
-        self.last_cycle = {"snapshotAndState": t1 - t0, "decide": t2 - t1, "applyAndStatus": t3 - t2, "total": t3 - t0,
-                           "binds": len(applied.bound), "failed": len(applied.failed)}
-        log.info("cycle %d: %d bound, %d failed, %d unschedulable jobs; state %.3fs decide %.3fs apply %.3fs (%s %s)",
-                 self.cycles, len(applied.bound), len(applied.failed), len(doc["unschedulable"]), t1 - t0, t2 - t1,
-                 t3 - t2, doc["cycle"]["engine"], doc["cycle"]["status"])
+        self.last_cycle = {"snapshotAndState": t1 - t0, "decide": t2 - t1, "enqueueAndStatus": t3 - t2, "total": t3 - t0,
+                           "binds": len(placing), "evictions": len(batch.evictions)}
+        log.info("cycle %d: %d to bind, %d to evict, %d unschedulable jobs; state %.3fs decide %.3fs enqueue %.3fs "
+                 "(%s %s; %d writes queued)", self.cycles, len(placing), len(batch.evictions), len(doc["unschedulable"]),
+                 t1 - t0, t2 - t1, t3 - t2, doc["cycle"]["engine"], doc["cycle"]["status"], self.writer.backlog())
         if log.isEnabledFor(logging.DEBUG):
             for u in doc["unschedulable"]:
                 log.debug("pending %s: %s", u["podGroup"], " | ".join(u["reasons"])[:500])
         return doc
 
-    def _observe(self, result, doc, applied, t0, t1, t2, t3) -> None:
+    def _written(self, batch, out) -> None:
+        """A batch of writes is done (writer thread): what landed goes to status and metrics."""
+        self.status.applied(batch, out)
+        m = self.metrics
+        if out.gangs_applied:
+            m.scheduled.labels("allocate").inc(out.gangs_applied)
+        for s in out.bind_seconds:
+            m.bind_latency.observe(s * 1000)
+        if out.failed:
+            m.bind_failures.inc(len(out.failed))
+        if out.gangs_rolled_back:
+            m.gang_rollbacks.inc(out.gangs_rolled_back)
+        if out.partial_gangs:
+            m.partial_gangs.inc(out.partial_gangs)
+        done = set(out.evicted)
+        for e in batch.evictions:
+            if e.ev.get("pod") in done:
+                m.evicted.labels(e.ev.get("podGroup") or "", e.job_namespace, e.job_uid,
+                                 self.args.partition_label_value or "default", e.ev.get("action") or "").inc()
+        m.write_backlog.set(self.writer.backlog())
+        if batch.size():
+            now = time.monotonic()
+            log.info("cycle %d writes: %d bound, %d failed, %d evicted, %d gangs rolled back%s; done %.3fs after "
+                     "the cycle queued them", batch.cycle, len(out.bound), len(out.failed), len(out.evicted),
+                     out.gangs_rolled_back, " (stopped: not leading)" if out.stopped_not_leader else "",
+                     now - batch.queued_at)
+
+    def _observe(self, result, doc, placing, t0, t1, t2, t3) -> None:
         m = self.metrics
         m.e2e.set((t3 - t0) * 1000)
         m.open_session.set((t1 - t0) * 1000)
@@ -318,16 +355,7 @@ class Scheduler:
         m.cycles.inc()
         m.cycle_seconds.observe(t3 - t0)
         m.considered.labels("allocate").inc(len(getattr(result.greedy, "order", []) or []))
-        if applied.gangs_applied:
-            m.scheduled.labels("allocate").inc(applied.gangs_applied)
-        for s in applied.bind_seconds:
-            m.bind_latency.observe(s * 1000)
-        if applied.failed:
-            m.bind_failures.inc(len(applied.failed))
-        if applied.gangs_rolled_back:
-            m.gang_rollbacks.inc(applied.gangs_rolled_back)
-        if applied.partial_gangs:
-            m.partial_gangs.inc(applied.partial_gangs)
+        m.write_backlog.set(self.writer.backlog())
         cyc = doc["cycle"]
         m.solver_status.clear()
         m.solver_status.labels(str(cyc.get("status"))).set(1)
@@ -346,18 +374,10 @@ class Scheduler:
             m.fs_cpu.labels(*labels).set(float(Fraction(fs.get("cpu", 0))) / 1000)
             m.fs_mem.labels(*labels).set(float(Fraction(fs.get("memory", 0))) / 1e9)
             m.fs_gpu.labels(*labels).set(float(Fraction(fs.get("gpu", 0))))
-        if applied.evicted:
-            done = set(applied.evicted)
-            for ev in doc.get("evictions") or []:
-                if ev.get("pod") not in done:
-                    continue
-                job = result.state.jobs.get(ev.get("podGroup"))
-                m.evicted.labels(ev.get("podGroup") or "", job.namespace if job else "", job.uid if job else "",
-                                 self.args.partition_label_value or "default", ev.get("action") or "").inc()
         preempt = (result.actions or {}).get("preempt")
         if preempt is not None and preempt.attempts:
             m.preemption_attempts.inc(preempt.attempts)
-        m.pending_pods.set(sum(len(j.waiting) for j in result.state.jobs.values()) - len(applied.bound))
+        m.pending_pods.set(sum(len(j.waiting) for j in result.state.jobs.values()) - len(placing))
         for k, n in self.cache.counts().items():
             m.cache_objects.labels(k).set(n)
 
@@ -406,10 +426,13 @@ class Scheduler:
         try:
             while not self.stop.is_set():
                 if self.elector and not self.may_write():
+                    self.writer.drop("not leading")
                     self.stop.wait(0.2)
                     continue
                 if self.need_relist.is_set():
                     log.info("leading: re-listing every kind before the first cycle")
+                    self.writer.drop("became leader")       # nothing decided in an earlier term is sent
+                    self.cache.clear_assumed()
                     try:
                         self.cache.relist_all()
                     except Exception as e:
@@ -429,6 +452,9 @@ class Scheduler:
                     break
                 self.stop.wait(a.schedule_period)
         finally:
+            # Queued writes go out while this replica still leads (all of them after --cycles; for a
+            # while on a signal), then the lease is handed back.
+            self.writer.close(timeout=600.0 if not self.stop.is_set() else 2 * self.kube.timeout)
             if self.elector:
                 self.elector.stop(release=True)
             self.cache.stop()

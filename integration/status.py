@@ -25,7 +25,7 @@ from typing import Any, Callable
 from kai_cp.cycle import CycleResult
 from kai_cp.jobs import ACTIVE_ALLOCATED, PENDING
 
-from .apply import ApplyOutcome
+from .apply import ApplyOutcome, Batch
 from .kube import STRATEGIC_PATCH, ApiError, Kube, object_path
 
 log = logging.getLogger("kai_cp.status")
@@ -110,6 +110,7 @@ class StatusWriter:
         self._lock = threading.Lock()
         self._cycles = 0
         self._stale_sent: dict[str, bool] = {}             # PodGroup uid -> stale annotation set (True) / removed
+        self._bind_failed: dict[str, str] = {}             # pod key -> why its write failed, for the next record
         self.written = {"events": 0, "conditions": 0, "podConditions": 0, "annotations": 0, "queues": 0}
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -203,19 +204,32 @@ class StatusWriter:
                      lambda: self.kube.create(object_path("v1", "events", obj["namespace"]), body), undo if once else None)
 
     # -- one cycle -----------------------------------------------------------------------------
-    def record(self, result: CycleResult, doc: dict, applied: ApplyOutcome, queue_objects: set[str] | None = None) -> None:
+    def record(self, result: CycleResult, doc: dict, applied: ApplyOutcome | None = None,
+               queue_objects: set[str] | None = None, placing: set[str] | frozenset = frozenset()) -> None:
+        """One cycle's status. With `applied` (the cycle's writes, done), everything at once. Without
+        (the writes go behind the cycle): `placing` are the pods whose binds are queued — neither
+        pending nor reported yet; `applied()` reports the writes once they land, and the failures
+        it saw join the next record's reasons."""
         futures: list = []
         state = result.state
-        applied_keys = {k for k, _ in applied.bound}
-        failed = dict(applied.failed)
+        if applied is not None:
+            applied_keys = {k for k, _ in applied.bound}
+            failed = dict(applied.failed)
+        else:
+            applied_keys = set(placing)
+            with self._lock:
+                failed, self._bind_failed = self._bind_failed, {}
         unsched = {u["podGroup"]: u["reasons"] for u in doc.get("unschedulable", [])}
-        pods_by_key = {t.key: t.pod for t in state.tasks} if applied.bound else {}
-        for key, node in applied.bound:
-            task_pod = pods_by_key.get(key)
-            if task_pod is not None:
-                self.event(futures, self._ref_pod(task_pod), "Normal", "Scheduled",
-                           f"Successfully assigned pod {key} to node {node} at node-pool {self.node_pool}", once=False)
-        self._eviction_events(futures, result, doc, set(applied.evicted))
+        if applied is not None:
+            pods_by_key = {t.key: t.pod for t in state.tasks} if applied.bound else {}
+            for key, node in applied.bound:
+                task_pod = pods_by_key.get(key)
+                if task_pod is not None:
+                    self._scheduled(futures, self._ref_pod(task_pod), key, node)
+            done = set(applied.evicted)
+            jobs = state.jobs
+            self._eviction_events(futures, [ev for ev in doc.get("evictions") or [] if ev.get("pod") in done],
+                                  lambda name: (lambda j: (j.namespace, j.uid) if j else None)(jobs.get(name)))
         self._pipelined_events(futures, result, doc)
         for job in state.jobs.values():
             pg = job.pod_group
@@ -223,7 +237,7 @@ class StatusWriter:
                       "uid": job.uid}
             placed_now = [t for t in job.tasks if t.key in applied_keys]
             allocated = sum(1 for t in job.tasks if t.status in ACTIVE_ALLOCATED) + len(placed_now)
-            self._annotations(futures, job, pg, placed_now, result.stale)
+            self._annotations(futures, job, pg, placed_now if applied is not None else [], result.stale)
             stale = result.stale.jobs.get(job.name) if result.stale is not None else None
             if stale is not None and stale.event:
                 self.event(futures, pg_ref, "Normal", "StaleJob", stale.event)
@@ -268,22 +282,58 @@ class StatusWriter:
             self._pg_conditions = {k: v for k, v in self._pg_conditions.items() if k in live}
             self._stale_sent = {k: v for k, v in self._stale_sent.items() if k in live}
 
-    def _eviction_events(self, futures: list, result: CycleResult, doc: dict, done: set[str]) -> None:
+    def applied(self, batch: Batch, out: ApplyOutcome) -> None:
+        """What a batch of writes did, once it is done: `Scheduled` events for the pods bound,
+        `last-start-timestamp` on the jobs that started, `Evict` events for the pods evicted; the
+        pods whose writes failed are remembered for the next record's reasons."""
+        futures: list = []
+        if out.failed:
+            with self._lock:
+                self._bind_failed.update(out.failed)
+        writes = {w.key: w for g in batch.gangs for w in g.pods}
+        for key, node in out.bound:
+            w = writes.get(key)
+            if w is not None:
+                ref = {"kind": "Pod", "apiVersion": "v1", "namespace": w.namespace, "name": w.name, "uid": w.uid}
+                self._scheduled(futures, ref, key, node)
+        gangs = {g.job: g for g in batch.gangs}
+        for name in out.started_jobs:
+            g = gangs.get(name)
+            if g is not None:
+                path = object_path(PG_GV, "podgroups", g.namespace, g.job)
+                patch = {"metadata": {"annotations": {LAST_START: _now()}}}
+                self._submit(None, "annotations", lambda path=path, patch=patch: self.kube.patch(path, patch))
+        done = set(out.evicted)
+        evs = [e for e in batch.evictions if e.ev.get("pod") in done]
+        refs = {e.ev.get("podGroup"): (e.job_namespace, e.job_uid) for e in evs if e.job_namespace}
+        evictor_ns = {e.ev.get("forPodGroup"): e.evictor_namespace for e in evs}
+        self._eviction_events(futures, [e.ev for e in evs], refs.get, evictor_ns.get)
+
+    def _scheduled(self, futures: list, ref: dict, key: str, node: str) -> None:
+        self.event(futures, ref, "Normal", "Scheduled",
+                   f"Successfully assigned pod {key} to node {node} at node-pool {self.node_pool}", once=False)
+
+    def _eviction_events(self, futures: list, evictions: list[dict], job_ref: Callable[[str], tuple[str, str] | None],
+                         evictor_namespace: Callable[[str], str | None] | None = None) -> None:
         """KAI's `Evict` event on each victim's PodGroup, with the count and the evictor (6.2.5)."""
         by_group: dict[str, list[dict]] = {}
-        for ev in doc.get("evictions") or []:
-            if ev.get("pod") in done:
-                by_group.setdefault(ev.get("podGroup") or "", []).append(ev)
+        for ev in evictions:
+            by_group.setdefault(ev.get("podGroup") or "", []).append(ev)
         for name, evs in by_group.items():
-            job = result.state.jobs.get(name)
-            if job is None:
+            ref = job_ref(name)
+            if ref is None:
                 continue
+            namespace, uid = ref
             first = evs[0]
-            evictor = result.state.jobs.get(first.get("forPodGroup") or "")
-            annotations = {"num-evicted-pods": str(len(evs)), "evictor-pod-group-name": first.get("forPodGroup") or "",
-                           "evictor-pod-group-namespace": evictor.namespace if evictor else "",
+            evictor = first.get("forPodGroup") or ""
+            if evictor_namespace is not None:
+                evictor_ns = evictor_namespace(evictor) or ""
+            else:
+                evictor_ns = (job_ref(evictor) or ("", ""))[0]
+            annotations = {"num-evicted-pods": str(len(evs)), "evictor-pod-group-name": evictor,
+                           "evictor-pod-group-namespace": evictor_ns,
                            "evictor-action-type": first.get("action") or ""}
-            ref = {"kind": "PodGroup", "apiVersion": PG_GV, "namespace": job.namespace, "name": job.name, "uid": job.uid}
+            ref = {"kind": "PodGroup", "apiVersion": PG_GV, "namespace": namespace, "name": name, "uid": uid}
             self.event(futures, ref, "Normal", "Evict", first.get("message") or f"{len(evs)} pods evicted",
                        once=False, annotations=annotations)
 

@@ -4,6 +4,8 @@ request it forwards.
 kai-cp talks plain HTTP to the proxy, the proxy talks HTTPS to kube-apiserver. Rules pick
 requests (method, path, query) and inject, at a given rate:
 * `delay`: hold the request, then forward it;
+* `hold`: hold the request until the test sets the rule's `event` (at most `seconds`, default
+  60), then forward it — a write kept in flight for exactly as long as a test needs;
 * `timeout`: hold it past the client's timeout and never forward it (a request lost on the way);
 * `lose_answer`: forward it, then close the connection without answering (the write happened,
   the client cannot know);
@@ -33,13 +35,14 @@ _HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgra
 
 @dataclass
 class Rule:
-    kind: str                                   # delay | timeout | lose_answer | status | conflict_bind
+    kind: str                                   # delay | hold | timeout | lose_answer | status | conflict_bind
     match: Callable[[str, str, dict], bool]     # (method, path, query) -> bool
     rate: float = 1.0
     seconds: float = 0.0
     status: int = 500
     budget: int | None = None                   # at most this many injections
     chooser: Callable[[dict], str | None] | None = None   # conflict_bind: node for the rogue binding
+    event: threading.Event = field(default_factory=threading.Event)   # hold: released when set
 
 
 @dataclass
@@ -63,6 +66,7 @@ class FaultProxy:
         self.log: list[Entry] = []
         self.rng = random.Random(seed)
         self.enabled = True
+        self.holding = 0                        # requests a `hold` rule keeps right now
         self._lock = threading.Lock()
         self._streams: set[socket.socket] = set()
         self._ctx = ssl.create_default_context()
@@ -146,6 +150,14 @@ class FaultProxy:
             self.count(rule.kind)
             if rule.kind == "delay":
                 time.sleep(rule.seconds)
+            elif rule.kind == "hold":
+                with self._lock:
+                    self.holding += 1
+                try:
+                    rule.event.wait(rule.seconds or 60)
+                finally:
+                    with self._lock:
+                        self.holding -= 1
             elif rule.kind == "timeout":
                 time.sleep(rule.seconds)
                 h.close_connection = True

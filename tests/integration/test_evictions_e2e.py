@@ -2,7 +2,9 @@
 (through the Eviction API, or deleting them as KAI does with `--evict-with-delete`, then with KAI's
 DisruptionTarget condition when `--update-pod-eviction-condition` asks for it), writes KAI's
 `Evict` event on each victim's PodGroup with the evictor in its annotations, counts the evicted
-pods in `pod_group_evicted_pods`, and binds the preemptor whole once the victims are gone.
+pods in `pod_group_evicted_pods`, and binds the preemptor whole once the victims are gone. Gangs
+spread over two nodes, as victims (reclaimed whole) and as preemptors: each victim pod evicted
+exactly once (counted on the scheduler's requests), no pod bound twice, no partial gang.
 
 There is no kubelet behind the test API server: an evicted pod stays terminating until someone
 finishes it, so the test does what the kubelet would (delete it with grace 0) once it has checked
@@ -10,9 +12,15 @@ the eviction."""
 
 from __future__ import annotations
 
+import re
+import time
+
 from integration.kube import object_path
+from integration.testing.apiserver import ADMIN_TOKEN
 from integration.testing.cluster import create, create_node, node, pod, podgroup, queue
 from integration.testing.fakes import Kubelet, wait_for
+from integration.testing.proxy import FaultProxy
+from integration.testing.workload import successful_bindings_per_pod
 
 from .conftest import wait_ready
 
@@ -122,3 +130,109 @@ def test_preempt_evicts_lower_priority_work_of_the_same_queue(apiserver, shard, 
     wait_for(lambda: _bound(kube, shard, "high", 1), 30, what="high bound")
     assert sched.alive()
     kubelet.stop()
+
+
+# -- gangs as victims and as preemptors, spread over two nodes -------------------------------------
+def _evictions_per_pod(proxy, shard) -> dict[str, int]:
+    """Evictions the scheduler sent, per pod name (pods/eviction, or DELETE with --evict-with-delete)."""
+    out: dict[str, int] = {}
+    for e in proxy.log:
+        if f"/namespaces/{shard}/pods/" not in e.path:
+            continue
+        if (e.method == "POST" and e.path.endswith("/eviction")) or (e.method == "DELETE" and e.path.count("/") == 6):
+            name = e.path.split("/pods/", 1)[1].split("/", 1)[0]
+            out[name] = out.get(name, 0) + 1
+    return out
+
+
+def _partial_gangs_metric(sched) -> float:
+    m = re.search(r"^kai_cp_partial_gangs_total ([0-9.e+-]+)$", sched.metrics(), re.M)
+    assert m, "kai_cp_partial_gangs_total not exposed"
+    return float(m.group(1))
+
+
+def _via_proxy(apiserver, tmp_path):
+    proxy = FaultProxy(apiserver.url, ADMIN_TOKEN)       # no faults: it records what the scheduler sends
+    return proxy, apiserver.write_kubeconfig(tmp_path / "via-proxy", proxy.url)
+
+
+def test_reclaim_evicts_a_victim_gang_spread_over_two_nodes_whole(apiserver, shard, start_scheduler, tmp_path):
+    """A 4-pod gang of an over-quota queue runs 2 + 2 on two 4-GPU nodes; a starved queue's gang
+    needs all 8 GPUs: every pod of the victim gang is evicted, each exactly once, none is left
+    running, and the reclaimer is bound whole once they are gone."""
+    kube = apiserver.kube
+    for i in range(2):
+        create_node(kube, node(f"{shard}-n{i}", gpus=4, pool=shard))
+    create(kube, queue(f"{shard}-over", gpu_quota=0, pool=shard))
+    create(kube, queue(f"{shard}-under", gpu_quota=8, pool=shard))
+    proxy, kc = _via_proxy(apiserver, tmp_path)
+    kubelet = Kubelet(kube, shard).start()
+    sched = start_scheduler("--bind", "--evict-with-delete", "--idle-resync=0", kubeconfig=kc)
+    try:
+        wait_ready(sched)
+        _job(kube, shard, "spread-victim", f"{shard}-over", 4, 2)
+        victim = wait_for(lambda: _bound(kube, shard, "spread-victim", 4), 30, what="the victim gang bound")
+        assert sorted(p["spec"]["nodeName"] for p in victim.values()) == [f"{shard}-n0"] * 2 + [f"{shard}-n1"] * 2
+        _job(kube, shard, "spread-reclaimer", f"{shard}-under", 2, 4)
+        victims = wait_for(lambda: _terminating(kube, shard, "spread-victim", 4), 30, what="the whole victim gang reclaimed")
+        assert not any(p["spec"].get("nodeName") for p in _pods(kube, shard, "spread-reclaimer").values())
+        events = wait_for(lambda: _evict_events(kube, shard, "spread-victim") or None, 15, what="Evict event")
+        assert sum(int(e["metadata"]["annotations"]["num-evicted-pods"]) for e in events) == 4
+        assert {e["metadata"]["annotations"]["evictor-action-type"] for e in events} == {"reclaim"}
+        time.sleep(1.0)          # several more cycles see the victims terminating: no second eviction
+        assert _evictions_per_pod(proxy, shard) == {f"spread-victim-{i}": 1 for i in range(4)}
+        _finish(kube, shard, victims)
+        won = wait_for(lambda: _bound(kube, shard, "spread-reclaimer", 2), 30, what="the reclaimer bound whole")
+        assert sorted(p["spec"]["nodeName"] for p in won.values()) == [f"{shard}-n0", f"{shard}-n1"]
+        assert all(n == 1 for n in successful_bindings_per_pod(proxy.log).values()), "a pod was bound twice"
+        assert _evictions_per_pod(proxy, shard) == {f"spread-victim-{i}": 1 for i in range(4)}
+        assert _partial_gangs_metric(sched) == 0
+        assert sched.alive()
+    finally:
+        kubelet.stop()
+        proxy.stop()
+
+
+def test_preempt_for_a_gang_spanning_both_nodes(apiserver, shard, start_scheduler, tmp_path):
+    """Low-priority single-GPU pods fill two 2-GPU nodes; a high-priority gang of two 2-GPU pods
+    (one per node) preempts all of them, each exactly once, then binds whole across both nodes."""
+    kube = apiserver.kube
+    for i in range(2):
+        create_node(kube, node(f"{shard}-n{i}", gpus=2, pool=shard))
+    create(kube, queue(f"{shard}-q", pool=shard))
+    for name, value in ((f"{shard}-low", 40), (f"{shard}-high", 90)):
+        create(kube, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                      "value": value})
+    proxy, kc = _via_proxy(apiserver, tmp_path)
+    kubelet = Kubelet(kube, shard).start()
+    sched = start_scheduler("--bind", "--idle-resync=0", kubeconfig=kc)
+    try:
+        wait_ready(sched)
+        for i in range(2):
+            _job(kube, shard, f"span-low{i}", f"{shard}-q", 2, 1, priority_class=f"{shard}-low")
+        for i in range(2):
+            wait_for(lambda i=i: _bound(kube, shard, f"span-low{i}", 2), 30, what=f"span-low{i} bound")
+        on = sorted(p["spec"]["nodeName"] for i in range(2) for p in _pods(kube, shard, f"span-low{i}").values())
+        assert on == [f"{shard}-n0"] * 2 + [f"{shard}-n1"] * 2
+        _job(kube, shard, "span-high", f"{shard}-q", 2, 2, priority_class=f"{shard}-high")
+        victims = []
+        for i in range(2):
+            victims += wait_for(lambda i=i: _terminating(kube, shard, f"span-low{i}", 2), 30, what=f"span-low{i} preempted")
+        for i in range(2):
+            events = wait_for(lambda i=i: _evict_events(kube, shard, f"span-low{i}") or None, 15, what="Evict event")
+            ann = events[0]["metadata"]["annotations"]
+            assert ann["evictor-action-type"] == "preempt" and ann["evictor-pod-group-name"] == "span-high"
+        time.sleep(1.0)          # several more cycles: no second eviction
+        expected = {f"span-low{i}-{j}": 1 for i in range(2) for j in range(2)}
+        assert _evictions_per_pod(proxy, shard) == expected
+        assert not any(p["spec"].get("nodeName") for p in _pods(kube, shard, "span-high").values())
+        _finish(kube, shard, victims)
+        high = wait_for(lambda: _bound(kube, shard, "span-high", 2), 30, what="the preemptor bound whole")
+        assert sorted(p["spec"]["nodeName"] for p in high.values()) == [f"{shard}-n0", f"{shard}-n1"]
+        assert all(n == 1 for n in successful_bindings_per_pod(proxy.log).values()), "a pod was bound twice"
+        assert _evictions_per_pod(proxy, shard) == expected
+        assert _partial_gangs_metric(sched) == 0
+        assert sched.alive()
+    finally:
+        kubelet.stop()
+        proxy.stop()
