@@ -9,7 +9,7 @@ from collections import Counter
 
 import numpy as np
 
-from kai_cp.fit import SHARING_ORDER_SCORE, Fitter
+from kai_cp.fit import SHARING_ORDER_SCORE, Fitter, rows_fit
 from kai_cp.gpu_sharing import WHOLE, choose_devices, new_group_id, node_fits, releasing_needed
 from kai_cp.jobs import TaskInfo
 
@@ -28,13 +28,12 @@ def device_spread(state) -> bool:
 def _masks(fitter: Fitter, task: TaskInfo, sub: np.ndarray):
     s, t = fitter.session, fitter.state.table
     vec = t.vector(task)
-    need = vec > 0
     synced = fitter.synced
     if task.request.best_effort:
         base_free = base_idle = np.ones(len(sub), dtype=bool)
     else:
-        base_free = np.all(s.free[sub][:, need] >= vec[need], axis=1)
-        base_idle = np.all(s.idle[sub][:, need] >= vec[need], axis=1)
+        base_free = rows_fit(s.free, sub, vec)
+        base_idle = rows_fit(s.idle, sub, vec)
     gpu_free, on_group = node_fits(task.request, s.shared, sub, s.free[sub, 2], s.free[sub, 3], synced)
     gpu_idle, _ = node_fits(task.request, s.shared, sub, s.idle[sub, 2], s.idle[sub, 3], synced)
     return base_free & gpu_free, base_idle & gpu_idle, on_group, base_free

@@ -158,6 +158,25 @@ class NodeTable:
         if task.request.is_shared_gpu and task.gpu_groups:
             self._add_shared(task, i)
 
+    def add_tasks(self, tasks: list[TaskInfo]) -> None:
+        """`add_task` for many tasks at once, in their order (shared GPU groups list them in it):
+        the per-node sums are numpy scatter-adds of exact integers, so they equal the one-by-one
+        sums (~100,000 row additions at 10,000 nodes were ~0.3 s of building the state)."""
+        self._idle = self._free = None
+        if not tasks:
+            return
+        index, vector = self.index, self.vector
+        rows = np.fromiter((index[t.node] for t in tasks), dtype=np.int64, count=len(tasks))
+        vecs = np.stack([vector(t) for t in tasks])
+        np.add.at(self.used, rows, vecs)
+        for status, sign in ((RELEASING, 1), (PIPELINED, -1)):
+            pick = np.fromiter((t.status == status for t in tasks), dtype=bool, count=len(tasks))
+            if pick.any():
+                np.add.at(self.releasing, rows[pick], sign * vecs[pick])
+        for t, i in zip(tasks, rows.tolist()):
+            if t.request.is_shared_gpu and t.gpu_groups:
+                self._add_shared(t, i)
+
     def _add_shared(self, task: TaskInfo, i: int) -> None:
         node = self.nodes[i]
         mem = task_memory(task.request, node.gpu_memory)

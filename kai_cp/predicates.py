@@ -29,7 +29,7 @@ def predicate_key(spec, labels: dict[str, str] | None = None, namespace: str = "
     """Hashable summary of everything the static predicates read from a pod: node selector,
     required node affinity, tolerations and required pod (anti-)affinity (with the pod's labels
     and namespace, which the terms are matched against; empty for pods without such terms)."""
-    selector = _freeze(dict(spec.node_selector or {}))
+    selector = _freeze(dict(spec.node_selector)) if spec.node_selector else ()
     terms: tuple = ()
     affinity = spec.affinity
     node_aff = getattr(affinity, "node_affinity", None) if affinity is not None else None

@@ -310,8 +310,7 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
         if status in ACTIVE_USED or status == PENDING:
             workload[(request, task.predicate_key)] += 1
         if status in ACTIVE_USED and node in node_by_name:
-            table.add_task(task)
-            other_usage.append(task)
+            other_usage.append(task)     # accounted on their nodes after the loop, all at once
             if legacy_mig(annotations):
                 legacy_nodes.add(node)
         if group is None or task.scheduler_name != cfg.scheduler_name:
@@ -339,6 +338,7 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
                 warnings.append(ObjectWarning(f"Pod/{task.key}", "metadata.annotations", p))
             else:
                 job.notes.append(f"pod {task.key}: {p}")
+    table.add_tasks(other_usage)
     table.finalize_shared()
     for job in jobs.values():
         job.waiting  # computed once here, read by every action and the report
@@ -437,11 +437,24 @@ def _capacity(nodes: list[NodeInfo], table: NodeTable, active: list[TaskInfo], c
         if cfg.restrict_node_scheduling and "node-role.kubernetes.io/gpu-worker" not in n.labels:
             gpu = 0
         total["gpu"] += gpu
+    # Summed as ints (shared GPUs' fractions apart), then taken off once: exact, so the same
+    # totals as subtracting pod by pod, without ~300,000 Fraction operations at 100,000 pods.
+    cpu = memory = gpus = 0
+    portions = Fraction(0)
+    ours = cfg.scheduler_name
     for t in active:
-        if t.node in ready and t.scheduler_name != cfg.scheduler_name and not t.utility:
-            total["cpu"] -= t.request.cpu
-            total["memory"] -= t.request.memory
-            total["gpu"] -= t.request.gpu_quota
+        if t.node in ready and t.scheduler_name != ours and not t.utility:
+            r = t.request
+            cpu += r.cpu
+            memory += r.memory
+            gpu = r.gpu_quota
+            if type(gpu) is int:
+                gpus += gpu
+            else:
+                portions += gpu
+    total["cpu"] -= cpu
+    total["memory"] -= memory
+    total["gpu"] -= gpus + portions
     return total
 
 
