@@ -54,6 +54,7 @@ class Entry:
     status: int
     body: dict | None = None
     answer: dict | None = None
+    arrived: float = 0.0                        # when the request reached the proxy (t: when it was answered)
 
 
 class FaultProxy:
@@ -139,6 +140,7 @@ class FaultProxy:
         return conn, conn.getresponse()
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        arrived = time.time()
         u = urlparse(h.path)
         query = {k: v[0] for k, v in parse_qs(u.query).items()}
         length = int(h.headers.get("Content-Length") or 0)
@@ -188,7 +190,7 @@ class FaultProxy:
                 self._stream(h, resp)
                 return
             data = resp.read()
-            entry = Entry(time.time(), method, u.path, query, resp.status)
+            entry = Entry(time.time(), method, u.path, query, resp.status, arrived=arrived)
             if method != "GET" and body:
                 try:
                     entry.body = json.loads(body)
