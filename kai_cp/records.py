@@ -149,6 +149,7 @@ class GroupRecord:
     problems: tuple[str, ...]               # an unusable sub-group tree
     has_sub_groups: bool
     topology_constraint: object
+    names_topology: bool                    # a constraint of the job or a sub-group names a topology
     stale_since: float | None
     last_start: float | None
     warnings: tuple[ObjectWarning, ...]     # unreadable time annotations, reported every cycle
@@ -212,4 +213,7 @@ def group_record(pg) -> GroupRecord:
         creation=ts_key(pg.metadata.creation_timestamp), podsets=podsets, problems=tuple(problems),
         has_sub_groups=bool(spec is not None and spec.sub_groups),
         topology_constraint=spec.topology_constraint if spec is not None else None,
+        names_topology=spec is not None and any(
+            c is not None and bool(c.topology)
+            for c in [spec.topology_constraint, *(s.topology_constraint for s in spec.sub_groups or [])]),
         stale_since=stale, last_start=last, warnings=tuple(warnings), pod_group=pg)

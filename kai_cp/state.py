@@ -127,7 +127,7 @@ def _make_job(g: GroupRecord, queues: dict[str, QueueInfo], prio: dict[str, int]
                   preemptible=preemptible, creation=g.creation, podsets=podsets, problems=problems,
                   topology_constraint=g.topology_constraint, pod_group=g.pod_group,
                   stale_since=g.stale_since, last_start=g.last_start)
-    if not problems:
+    if not problems and g.names_topology:     # else no scope and no error (job_scopes' answer, without building it)
         job.scope, topo_errors = job_scopes(g.pod_group, podsets, trees)
         job.problems += topo_errors
     queue = g.queue
@@ -212,8 +212,13 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
     legacy_nodes: set[str] = set()
     kinds: dict[tuple[int, int], int] = {}     # (id(request), id(predicate key)) -> pods, in first-seen order
     kind_of: dict[tuple[int, int], tuple] = {}
+    ours = cfg.scheduler_name
+    # Jobs whose pods all go to the default PodSet, whatever their sub-group label.
+    plain = {name for name, job in jobs.items() if DEFAULT_PODSET in job.podsets and len(job.podsets) == 1
+             and not (job.pod_group.spec and job.pod_group.spec.sub_groups)}
+    derive_pod = derive.pod
     for pod in raw.pods:
-        rec = derive.pod(pod)
+        rec = derive_pod(pod)
         status, node, request = rec.status, rec.node, rec.request
         groups = rec.gpu_groups
         if status is None:       # Pending, no node: its in-flight BindRequest decides (spec 1.7, 7.2)
@@ -238,18 +243,17 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
             other_usage.append(task)
             if rec.legacy_mig:
                 legacy_nodes.add(node)
-        if group is None or task.scheduler_name != cfg.scheduler_name:
+        if group is None or rec.scheduler_name != ours:
             continue  # not ours to schedule (it may still occupy its node, counted above)
         job = jobs.get(group)
         if job is None:
-            if status == PENDING and task.scheduler_name == cfg.scheduler_name and group not in elsewhere:
+            if status == PENDING and group not in elsewhere:
                 orphan_groups.setdefault(group, []).append(
                     f"PodGroup '{group}' of pod {task.key} does not exist")
                 warnings.append(ObjectWarning(f"Pod/{task.key}", f"metadata.annotations.{POD_GROUP_ANNOTATION}",
                                               f"PodGroup '{group}' does not exist; the pod is not scheduled"))
             continue
-        ps_name = DEFAULT_PODSET if DEFAULT_PODSET in job.podsets and len(job.podsets) == 1 and \
-            not (job.pod_group.spec and job.pod_group.spec.sub_groups) else rec.subgroup
+        ps_name = DEFAULT_PODSET if group in plain else rec.subgroup
         if ps_name not in job.podsets:
             continue  # with sub-groups, pods without a known leaf sub-group are not part of the job (spec 1.3)
         task.podset = ps_name
@@ -339,23 +343,29 @@ def _backed_off(pg, cfg: SchedulerConfig) -> bool:
 
 
 def _capacity(nodes: list[NodeInfo], table: NodeTable, active: list[TaskInfo], cfg: SchedulerConfig) -> dict[str, Fraction]:
-    """Cluster total divided among top-level queues (spec 3.2.1)."""
-    total = {r: Fraction(0) for r in RESOURCES}
+    """Cluster total divided among top-level queues (spec 3.2.1). Summed in ints (Fractions
+    only where a request has them) and made Fractions once: a Fraction addition per node and
+    resource cost more than the rest of this."""
+    cpu = memory = gpus = 0
     ready = {n.name for n in nodes if n.not_ready_reason is None}
     for n in nodes:
         if n.name not in ready:
             continue
-        total["cpu"] += n.capacity.get("cpu", 0)
-        total["memory"] += n.capacity.get("memory", 0)
+        cpu += n.capacity.get("cpu", 0)
+        memory += n.capacity.get("memory", 0)
         gpu = n.capacity.get("gpu", 0) + sum(mig_gpus(k) * v // 1000 for k, v in n.capacity.items() if k.startswith("nvidia.com/mig-"))
         if cfg.restrict_node_scheduling and "node-role.kubernetes.io/gpu-worker" not in n.labels:
             gpu = 0
-        total["gpu"] += gpu
+        gpus += gpu
     for t in active:
         if t.node in ready and t.scheduler_name != cfg.scheduler_name and not t.utility:
-            total["cpu"] -= t.request.cpu
-            total["memory"] -= t.request.memory
-            total["gpu"] -= t.request.gpu_quota
+            cpu -= t.request.cpu
+            memory -= t.request.memory
+            gpus -= t.request.gpu_quota
+    total = {r: Fraction(0) for r in RESOURCES}
+    total["cpu"] += cpu
+    total["memory"] += memory
+    total["gpu"] += gpus
     return total
 
 
