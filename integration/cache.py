@@ -198,6 +198,8 @@ class Informer:
         self.lock = threading.RLock()
         self.synced = threading.Event()
         self.epoch = 0              # bumped by every list: a watch started before it stops applying
+        self.version = 0            # bumped by every change of store or invalid (see sorted_values)
+        self._sorted: tuple | None = None     # (version, models in key order, invalid, warnings)
         self.stats = stats if stats is not None else {}
         self._stop = threading.Event()
         self._relist = threading.Event()
@@ -222,6 +224,7 @@ class Informer:
         fp = fingerprint(self.kind.key, trimmed)
         changed = self.fingerprints.get(key) != fp
         self.fingerprints[key] = fp
+        self.version += 1
         if model is not None:
             self.store[key] = model
             self.invalid.pop(key, None)
@@ -235,6 +238,7 @@ class Informer:
         self.store.pop(key, None)
         self.invalid.pop(key, None)
         self.fingerprints.pop(key, None)
+        self.version += 1
 
     # -- list / watch --------------------------------------------------------------------
     def list_now(self) -> None:
@@ -249,13 +253,14 @@ class Informer:
             if not cont:
                 break
         fresh = Informer.__new__(Informer)
-        fresh.store, fresh.invalid, fresh.fingerprints = {}, {}, {}
+        fresh.store, fresh.invalid, fresh.fingerprints, fresh.version = {}, {}, {}, 0
         fresh.trim, fresh.model, fresh.kind = self.trim, self.model, self.kind
         for raw in items:
             Informer._put(fresh, raw)
         with self.lock:
             self.store, self.invalid = fresh.store, fresh.invalid
             self.fingerprints = fresh.fingerprints
+            self.version += 1
             self.rv = rv
             self.epoch += 1
         self.stats["lists"] = self.stats.get("lists", 0) + 1
@@ -318,6 +323,7 @@ class Informer:
                                     "it and checking again every 30s", self.kind.key, self.kind.path)
                     with self.lock:
                         self.store, self.invalid = {}, {}
+                        self.version += 1
                     self.synced.set()
                     self._stop.wait(30)
                     continue
@@ -375,6 +381,22 @@ class Informer:
             invalid = list(self.invalid.values())
         return models, [raw for raw, _ in invalid], [w for _, ws in invalid for w in ws]
 
+    def sorted_values(self) -> tuple[list[Any], list[dict], list[ObjectWarning]]:
+        """`values` with the models in key order (namespace, name): the same cluster gives the
+        same order, so the same decisions. Kept until the next change: most cycles find most
+        kinds unchanged, and sorting thousands of pods each cycle costs more than the rest of
+        reading them."""
+        with self.lock:
+            now = time.monotonic()
+            if any(a.expires is not None and now > a.expires for chain in self.assumed.values() for a in chain.values()):
+                self.version += 1          # an assumption the watch never showed ran out: read again
+            cached = self._sorted
+            if cached is None or cached[0] != self.version:
+                models, invalid, warnings = self.values()
+                models.sort(key=_sort_key)
+                cached = self._sorted = (self.version, models, invalid, warnings)
+        return list(cached[1]), list(cached[2]), list(cached[3])
+
     def get(self, key: str) -> Any:
         """The object as a cycle sees it: watched, with kai-cp's assumptions over it."""
         with self.lock:
@@ -394,6 +416,7 @@ class Informer:
         """Show a decided write at once (see the module docstring)."""
         with self.lock:
             self.assumed.setdefault(key, {})[aspect] = assumption
+            self.version += 1
 
     def settle(self, key: str, aspect: str, assumption: Assumption, uid: str | None = None,
                model: Any = None, ttl: float = ASSUMED_TTL) -> None:
@@ -405,6 +428,7 @@ class Informer:
                 assumption.expires = time.monotonic() + ttl
                 if model is not None and isinstance(assumption, AssumedCreate):
                     assumption.model, assumption._base = model, _UNSET
+                self.version += 1
 
     def unassume(self, key: str, aspect: str, assumption: Assumption | None = None) -> None:
         """The write failed or will not be sent: show the watched object again (a change)."""
@@ -415,6 +439,7 @@ class Informer:
             del chain[aspect]
             if not chain:
                 del self.assumed[key]
+            self.version += 1
         if self.on_change:
             self.on_change(self.kind.key)
 
@@ -422,6 +447,7 @@ class Informer:
         with self.lock:
             had = bool(self.assumed)
             self.assumed = {}
+            self.version += 1
         if had and self.on_change:
             self.on_change(self.kind.key)
 
@@ -429,6 +455,7 @@ class Informer:
         """Drop the watched object (kai-cp deleted it; the watch will say so too)."""
         with self.lock:
             self.store.pop(key, None)
+            self.version += 1
 
 
 class Cache:
@@ -483,9 +510,7 @@ class Cache:
         raw_invalid: dict[str, list[dict]] = {info.key: [] for info in RAW_OBJECT_KINDS}
         warnings: list[ObjectWarning] = []
         for key, inf in self.informers.items():
-            models, invalid, warns = inf.values()
-            models.sort(key=lambda m: (m.metadata.namespace or "", m.metadata.name) if hasattr(m, "metadata")
-                        else obj_key(m.get("metadata")))
+            models, invalid, warns = inf.sorted_values()
             if key == "pods" and replace_pods is not None:
                 models = [replace_pods(p) for p in models]
             lists[key] = models
@@ -494,6 +519,10 @@ class Cache:
         raw = RawObjects.model_construct(**{_field(k): v for k, v in lists.items()})
         snap = Snapshot.model_construct(config=config, scheduler_params=params, raw_objects=raw)
         return LoadedSnapshot(snapshot=snap, warnings=warnings, raw_invalid=raw_invalid)
+
+
+def _sort_key(m: Any) -> Any:
+    return (m.metadata.namespace or "", m.metadata.name) if hasattr(m, "metadata") else obj_key(m.get("metadata"))
 
 
 def _field(key: str) -> str:

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from kai_cp.cycle import DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES, CycleSettings, run_cycle
 from kai_cp.loader import dump_snapshot
-from kai_cp.state import build_cluster_state
+from kai_cp.state_cache import StateBuilder
 from models import duration_seconds
 
 from .apply import Applier
@@ -221,6 +221,7 @@ class Scheduler:
         self.config = ConfigFile(args.scheduler_conf)
         self.params = scheduler_params(args)
         self.backoff = BindBackoff()
+        self.states = StateBuilder()      # per-object records kept across cycles: only changed objects are re-derived
         self.settings = CycleSettings(engine=args.engine, time_limit=args.time_limit, seed=args.seed,
                                       workers=args.workers)
         self.stop = threading.Event()
@@ -289,7 +290,7 @@ class Scheduler:
             return pod.model_copy(update={"spec": pod.spec.model_copy(update={"scheduling_gates": gates})})
 
         loaded = self.cache.snapshot(self.config.get(), self.params, gate if gated else None)
-        state = build_cluster_state(loaded)
+        state = self.states.build(loaded)
         t1 = time.perf_counter()
         result = run_cycle(state, self.settings)
         doc = result.to_json()

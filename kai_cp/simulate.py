@@ -13,7 +13,8 @@ from kai_cp.cycle import CycleResult, CycleSettings, run_cycle
 from kai_cp.gpu_sharing import GROUP_LABEL, group_labels
 from kai_cp.loader import LoadedSnapshot, dump_snapshot
 from kai_cp.progress import progress as progress_bar
-from kai_cp.state import POD_GROUP_ANNOTATION, build_cluster_state
+from kai_cp.state import POD_GROUP_ANNOTATION
+from kai_cp.state_cache import StateBuilder
 from models import PodStatus
 
 PROGRESS_DELAY = 2.0   # seconds: shorter runs print no bar
@@ -21,63 +22,74 @@ PROGRESS_DELAY = 2.0   # seconds: shorter runs print no bar
 
 def apply_decisions(loaded: LoadedSnapshot, result: CycleResult, gone: set[str] = frozenset()) -> set[str]:
     """Apply one cycle's decisions; returns the pods now terminating that leave before the next
-    cycle's decisions are applied (`gone` are those of the previous cycle: removed now)."""
+    cycle's decisions are applied (`gone` are those of the previous cycle: removed now).
+
+    A changed object is replaced by a changed copy, never changed in place, as the watch cache
+    does: the next cycle's StateBuilder (kai_cp.state_cache) re-derives exactly those objects."""
     raw = loaded.snapshot.raw_objects
     if gone:
         raw.pods = [p for p in raw.pods if f"{p.metadata.namespace or 'default'}/{p.metadata.name}" not in gone]
-    pods = {f"{p.metadata.namespace or 'default'}/{p.metadata.name}": p for p in raw.pods}
+    at = {f"{p.metadata.namespace or 'default'}/{p.metadata.name}": i for i, p in enumerate(raw.pods)}
     deleted_groups = {(g.metadata.namespace or "default", g.metadata.name) for g in raw.pod_groups
                       if g.metadata.deletion_timestamp is not None}
     terminating: set[str] = set()
     for ev in result.session.evictions.values():
-        pod = pods.get(ev.task.key)
-        if pod is None:
+        i = at.get(ev.task.key)
+        if i is None:
             continue
+        pod = raw.pods[i]
         if (ev.task.namespace, ev.task.job) in deleted_groups:
-            pod.metadata.deletion_timestamp = pod.metadata.deletion_timestamp or _now()
+            raw.pods[i] = _copy(pod, metadata=_copy(pod.metadata, deletion_timestamp=pod.metadata.deletion_timestamp
+                                                    or _now()))
             terminating.add(ev.task.key)
             continue
         # The controller recreates it: a new pending pod of the same job, with no node or GPU group.
-        pod.spec.node_name = None
-        pod.metadata.deletion_timestamp = None
         labels = {k: v for k, v in (pod.metadata.labels or {}).items() if not k.startswith(GROUP_LABEL)}
-        pod.metadata.labels = labels
-        if pod.status is None:
-            pod.status = PodStatus(phase="Pending")
-        else:
-            pod.status.phase = "Pending"
+        raw.pods[i] = _copy(pod, spec=_copy(pod.spec, node_name=None),
+                            metadata=_copy(pod.metadata, deletion_timestamp=None, labels=labels),
+                            status=_phase(pod.status, "Pending"))
     for placement in result.session.placements.values():
         if placement.pipelined:
             continue
-        pod = pods.get(placement.task.key)
-        if pod is None:
+        i = at.get(placement.task.key)
+        if i is None:
             continue
-        pod.spec.node_name = result.state.nodes[placement.node].name
+        pod = raw.pods[i]
+        metadata = pod.metadata
         if placement.gpu_groups:      # the pod runs in its shared GPU; a new group becomes a shared device
-            pod.metadata.labels = {**(pod.metadata.labels or {}), **group_labels(placement.gpu_groups)}
-        if pod.status is None:
-            pod.status = PodStatus(phase="Running")
-        else:
-            pod.status.phase = "Running"
+            metadata = _copy(metadata, labels={**(metadata.labels or {}), **group_labels(placement.gpu_groups)})
+        raw.pods[i] = _copy(pod, spec=_copy(pod.spec, node_name=result.state.nodes[placement.node].name),
+                            metadata=metadata, status=_phase(pod.status, "Running"))
     if result.stale is not None:
         _apply_annotations(raw.pod_groups, result.stale.annotations())
     return terminating
 
 
-def _apply_annotations(pod_groups, writes: list[dict]) -> None:
+def _copy(model, **changes):
+    """The model with `changes` set, as assignments would set them (they count as written)."""
+    return model.model_copy(update=changes)
+
+
+def _phase(status, phase: str) -> PodStatus:
+    return PodStatus(phase=phase) if status is None else _copy(status, phase=phase)
+
+
+def _apply_annotations(pod_groups: list, writes: list[dict]) -> None:
     """What KAI's status updater patches on PodGroups at session close (spec 2.7), so the next
-    cycle reads it back (the stale-gang grace period spans cycles)."""
-    by_key = {(g.metadata.namespace or "default", g.metadata.name): g for g in pod_groups}
+    cycle reads it back (the stale-gang grace period spans cycles). Changed PodGroups are
+    replaced by changed copies."""
+    at = {(g.metadata.namespace or "default", g.metadata.name): i for i, g in enumerate(pod_groups)}
     for w in writes:
-        pg = by_key.get((w["namespace"], w["podGroup"]))
-        if pg is None:
+        i = at.get((w["namespace"], w["podGroup"]))
+        if i is None:
             continue
+        pg = pod_groups[i]
         annotations = dict(pg.metadata.annotations or {})
         if w["value"] is None:
             annotations.pop(w["annotation"], None)
         else:
             annotations[w["annotation"]] = w["value"]
-        pg.metadata.annotations = annotations
+        pod_groups[i] = _copy(pg, metadata=_copy(pg.metadata, annotations=annotations))
 
 
 def _now() -> datetime:
@@ -135,8 +147,9 @@ def simulate(loaded: LoadedSnapshot, cycles: int, settings: CycleSettings,
     pipelined: dict[str, str] = {}
     gone: set[str] = set()
     period = schedule_period(loaded)
+    states = StateBuilder()      # each cycle re-derives only the objects the last one changed
     for i in progress_bar(range(cycles), desc="simulate", enabled=progress, delay=PROGRESS_DELAY):
-        state = build_cluster_state(loaded)
+        state = states.build(loaded)
         cycle_settings = settings if settings.now is None else replace(settings, now=settings.now + i * period)
         result = run_cycle(state, cycle_settings)
         outputs.append(result.to_json())

@@ -8,42 +8,29 @@ for jobs, a reason; nothing here raises on bad objects.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from datetime import datetime, timezone
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterable
-
-
 
 from kai_cp.config import SchedulerConfig, parse_config
 from kai_cp.errors import ObjectWarning
 from kai_cp.gcpause import gc_paused
 from kai_cp.fairshare import ShareQueue, compute_fair_share
-from kai_cp.jobs import (ACTIVE_USED, BINDING, BOUND, DEFAULT_PODSET, FAILED, GATED, PENDING, QUEUE_ALLOCATED,
-                         RELEASING, RUNNING, SUCCEEDED, UNKNOWN, JobInfo, PodSet, TaskInfo, queue_gpu_of_accepted,
-                         ts_key)
-from kai_cp.gpu_sharing import RESERVATION_APP
+from kai_cp.jobs import (ACTIVE_USED, BINDING, DEFAULT_PODSET, GATED, PENDING, QUEUE_ALLOCATED, JobInfo, TaskInfo,
+                         queue_gpu_of_accepted)
 from kai_cp.loader import LoadedSnapshot
-from kai_cp.mig import legacy_mig
 from kai_cp.nodes import NodeInfo, NodeTable, make_node
-from kai_cp.predicates import PredicateCache, predicate_key
+from kai_cp.predicates import PredicateCache
 from kai_cp.queues import RESOURCES, QueueInfo, ancestors, build_queues
-from kai_cp.resources import DEFAULT_GPU_MEMORY_DIVISOR, cached_pod_request, mig_gpus
+from kai_cp.records import (GPU_GROUP_LABEL, LAST_START_ANNOTATION, POD_GROUP_ANNOTATION, STALE_ANNOTATION,  # noqa: F401
+                            SUBGROUP_LABEL, TASK_PRIORITY_LABEL, UTILITY_APPS, GroupRecord, PodRecord, group_record,
+                            parse_rfc3339, pod_record)
+from kai_cp.resources import DEFAULT_GPU_MEMORY_DIVISOR, mig_gpus
 from kai_cp.pod_affinity import ExistingPod, PodAffinityIndex, anti_terms
 from kai_cp.topology import TopologyTree, add_constraint, affinity_constraint, build_trees, job_scopes, plain_scopes
 
-POD_GROUP_ANNOTATION = "pod-group-name"
-LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
-STALE_ANNOTATION = "kai.scheduler/stale-podgroup-timestamp"
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
-SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
-TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
-GPU_GROUP_LABEL = "runai-gpu-group"
-UTILITY_APPS = ("kai-resource-reservation", "scaling-pod")
 DEFAULT_JOB_PRIORITY = 50
-_GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
 
 
 @dataclass
@@ -83,47 +70,6 @@ def _selector_matches(labels: dict[str, str], cfg: SchedulerConfig) -> bool:
     return cfg.node_pool_label_key not in labels
 
 
-def _task_priority(labels: dict[str, str]) -> tuple:
-    raw = labels.get(TASK_PRIORITY_LABEL)
-    if raw is None:
-        return (1, 0)
-    try:
-        return (0, -int(raw))
-    except ValueError:
-        return (0, 1 << 62)  # unparsable loses against parsable labels
-
-
-def _task_order_key(pod) -> tuple:
-    labels = pod.metadata.labels or {}
-    role = 0 if labels.get("training.kubeflow.org/job-role") in ("master", "launcher") else 1
-    head = 0 if labels.get("ray.io/node-type") == "head" else 1
-    return (role, head, _task_priority(labels), ts_key(pod.metadata.creation_timestamp), pod.metadata.uid or "")
-
-
-def _status(pod, bind_nodes: dict[tuple[str, str], tuple]) -> tuple[str, str | None]:
-    phase = (pod.status.phase if pod.status else None) or "Pending"
-    node = pod.spec.node_name or None
-    deleting = pod.metadata.deletion_timestamp is not None
-    if phase == "Running":
-        return (RELEASING if deleting else RUNNING), node
-    if phase == "Pending":
-        if deleting:
-            return RELEASING, node
-        if node:
-            return BOUND, node
-        bound = bind_nodes.get((pod.metadata.namespace or "", pod.metadata.name), (None,))[0]
-        if bound:
-            return BINDING, bound
-        if pod.spec.scheduling_gates:
-            return GATED, None
-        return PENDING, None
-    if phase == "Succeeded":
-        return SUCCEEDED, node
-    if phase == "Failed":
-        return FAILED, node
-    return UNKNOWN, node
-
-
 def _bind_requests(objs: Iterable) -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
     """(namespace, pod) -> (selected node, GPU groups) of its in-flight BindRequest (spec 1.7, 7.2)."""
     out = {}
@@ -149,69 +95,43 @@ def _priorities(objs: Iterable) -> tuple[dict[str, int], int]:
     return values, default
 
 
-def _podsets(pg) -> tuple[dict[str, PodSet], list[str]]:
-    spec = pg.spec
-    problems: list[str] = []
-    subs = list(spec.sub_groups or []) if spec is not None else []
-    if not subs:
-        return {DEFAULT_PODSET: PodSet(DEFAULT_PODSET, max(int(spec.min_member or 0), 1))}, problems
-    names = {s.name.lower(): s for s in subs if s.name}
-    parents = {s.parent.lower() for s in subs if s.parent}
-    bad = [s.parent for s in subs if s.parent and s.parent.lower() not in names]
-    if bad or len(names) != len(subs):
-        problems.append(f"sub-group tree is invalid (unknown parent {bad[0]!r})" if bad
-                        else "sub-group names are missing or duplicated")
-        return {DEFAULT_PODSET: PodSet(DEFAULT_PODSET, 1)}, problems
-    podsets = {}
-    for s in subs:
-        if s.name.lower() not in parents:
-            podsets[s.name] = PodSet(s.name, max(int(s.min_member or 0), 1))
-    return podsets, problems
+class Derive:
+    """Per-object derived values, made anew each build (kai_cp.state_cache.StateBuilder keeps
+    them across cycles instead). Each method reads only its object."""
+
+    def __init__(self) -> None:
+        self.shared_keys: dict[tuple, tuple] = {}    # one predicate-key tuple per distinct value
+
+    def pod(self, pod) -> PodRecord:
+        return pod_record(pod, self.shared_keys)
+
+    def node(self, node, index: int) -> NodeInfo:
+        return make_node(node, index)
+
+    def pod_group(self, pg) -> GroupRecord:
+        return group_record(pg)
+
+    def done(self) -> None:
+        """The build is complete (a cache drops what the cycle did not use)."""
 
 
-def parse_rfc3339(text: str) -> float | None:
-    """Seconds since the epoch of an RFC 3339 time (as Go's time.RFC3339 reads it), else None."""
-    if not isinstance(text, str) or not _RFC3339.fullmatch(text):
-        return None
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
-
-
-def _annotation_time(pg, key: str, meaning: str, warnings: list | None) -> float | None:
-    """A PodGroup time annotation KAI reads back each cycle: the last start (min-runtime, spec
-    6.7) and the stale-since time (6.6). An unreadable value counts as unset, with a warning that
-    says what that means for the job; Go's zero time is unset."""
-    raw = (pg.metadata.annotations or {}).get(key)
-    if not raw:
-        return None
-    value = parse_rfc3339(raw)
-    if value is None and warnings is not None:
-        warnings.append(ObjectWarning(f"PodGroup/{pg.metadata.namespace or 'default'}/{pg.metadata.name}",
-                                      f"metadata.annotations.{key}", f"{raw!r} is not an RFC 3339 time; {meaning}"))
-    return None if value == _GO_ZERO_TIME else value
-
-
-def _make_job(pg, queues: dict[str, QueueInfo], prio: dict[str, int], default_prio: int,
+def _make_job(g: GroupRecord, queues: dict[str, QueueInfo], prio: dict[str, int], default_prio: int,
               trees: dict[str, TopologyTree], warnings: list[ObjectWarning]) -> JobInfo:
-    spec = pg.spec
-    queue = (spec.queue or "") if spec is not None else ""
-    pc_name = spec.priority_class_name if spec is not None else None
+    pc_name = g.priority_class
     priority = prio.get(pc_name, default_prio) if pc_name else default_prio
-    mode = (spec.preemptibility or "") if spec is not None else ""
+    mode = g.preemptibility
     preemptible = mode == "preemptible" or (mode != "non-preemptible" and priority < 100)
-    podsets, problems = _podsets(pg)
-    job = JobInfo(name=pg.metadata.name, namespace=pg.metadata.namespace or "default", uid=pg.metadata.uid or "",
-                  queue=queue, priority=priority, preemptible=preemptible,
-                  creation=ts_key(pg.metadata.creation_timestamp), podsets=podsets, problems=problems,
-                  topology_constraint=spec.topology_constraint if spec is not None else None, pod_group=pg,
-                  stale_since=_annotation_time(pg, STALE_ANNOTATION, "treated as unset", warnings),
-                  last_start=_annotation_time(pg, LAST_START_ANNOTATION,
-                                              "the job is not protected by min-runtime", warnings))
-    if not problems:
-        job.scope, topo_errors = job_scopes(pg, podsets, trees)
+    podsets = g.new_podsets()
+    problems = list(g.problems)
+    warnings += g.warnings
+    job = JobInfo(name=g.name, namespace=g.namespace, uid=g.uid, queue=g.queue, priority=priority,
+                  preemptible=preemptible, creation=g.creation, podsets=podsets, problems=problems,
+                  topology_constraint=g.topology_constraint, pod_group=g.pod_group,
+                  stale_since=g.stale_since, last_start=g.last_start)
+    if not problems and g.names_topology:     # else no scope and no error (job_scopes' answer, without building it)
+        job.scope, topo_errors = job_scopes(g.pod_group, podsets, trees)
         job.problems += topo_errors
+    queue = g.queue
     if queue not in queues:
         job.problems.append(f"QueueDoesNotExist: Queue '{queue}' does not exist")
     elif not queues[queue].is_leaf:
@@ -219,12 +139,17 @@ def _make_job(pg, queues: dict[str, QueueInfo], prio: dict[str, int], default_pr
     return job
 
 
-def build_cluster_state(loaded: LoadedSnapshot) -> ClusterState:
+def build_cluster_state(loaded: LoadedSnapshot, derive: Derive | None = None) -> ClusterState:
+    """The state of one cycle. `derive`: where per-object values come from (default: derived
+    anew; kai_cp.state_cache passes one that reuses them across cycles)."""
     with gc_paused():
-        return _build(loaded)
+        derive = derive or Derive()
+        state = _build(loaded, derive)
+        derive.done()
+        return state
 
 
-def _build(loaded: LoadedSnapshot) -> ClusterState:
+def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
     snap = loaded.snapshot
     raw = snap.raw_objects
     warnings = list(loaded.warnings)
@@ -234,7 +159,7 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
 
     node_objs = sorted((n for n in raw.nodes if _selector_matches(n.metadata.labels or {}, cfg)),
                        key=lambda n: n.metadata.name)
-    nodes = [make_node(n, i) for i, n in enumerate(node_objs)]
+    nodes = [derive.node(n, i) for i, n in enumerate(node_objs)]
     node_by_name = {n.name: n for n in nodes}
 
     queue_objs = [q for q in raw.queues if _selector_matches(q.metadata.labels or {}, cfg)]
@@ -255,7 +180,7 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
             warnings.append(ObjectWarning(f"PodGroup/{pg.metadata.namespace}/{pg.metadata.name}", "metadata.name",
                                           "another PodGroup has the same name; KAI keys jobs by name, this one is ignored"))
             continue
-        jobs[pg.metadata.name] = _make_job(pg, queues, prio, default_prio, trees, warnings)
+        jobs[pg.metadata.name] = _make_job(derive.pod_group(pg), queues, prio, default_prio, trees, warnings)
     for job in jobs.values():
         for p in job.problems:
             field_name = ("spec.topologyConstraint" if "topolog" in p.lower() else
@@ -286,45 +211,49 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
     tasks: list[TaskInfo] = []
     other_usage: list[TaskInfo] = []
     legacy_nodes: set[str] = set()
-    workload: Counter = Counter()
-    shared_keys: dict[tuple, tuple] = {}    # one predicate-key tuple per distinct value (~0.5 KB a pod saved)
+    kinds: dict[tuple[int, int], int] = {}     # (id(request), id(predicate key)) -> pods, in first-seen order
+    kind_of: dict[tuple[int, int], tuple] = {}
+    ours = cfg.scheduler_name
+    # Jobs whose pods all go to the default PodSet, whatever their sub-group label.
+    plain = {name for name, job in jobs.items() if DEFAULT_PODSET in job.podsets and len(job.podsets) == 1
+             and not (job.pod_group.spec and job.pod_group.spec.sub_groups)}
+    derive_pod = derive.pod
     for pod in raw.pods:
-        meta = pod.metadata
-        status, node = _status(pod, bind_nodes)
-        labels = meta.labels or {}
-        annotations = meta.annotations or {}
-        request = cached_pod_request(pod.spec, annotations)
-        if labels.get("app") == RESERVATION_APP:
-            request = replace(request, gpus=0)     # a reservation pod's GPU is its shared group's (7.3, 7.6)
-        groups = tuple(sorted({v for k, v in labels.items() if k == GPU_GROUP_LABEL or k.startswith(GPU_GROUP_LABEL + "/")}))
-        if not groups and status == BINDING and request.is_shared_gpu:
-            groups = bind_nodes.get((meta.namespace or "", meta.name), (None, ()))[1]   # in-flight BindRequest (7.2)
-        group = annotations.get(POD_GROUP_ANNOTATION)
-        task = TaskInfo(uid=meta.uid or meta.name, name=meta.name, namespace=meta.namespace or "default",
-                        job=group, podset=None, status=status, node=node, request=request,
-                        order_key=_task_order_key(pod),
-                        predicate_key=shared_keys.setdefault(pk := predicate_key(pod.spec, labels, meta.namespace or "default"), pk),
-                        gpu_groups=groups, nominated_node=(pod.status.nominated_node_name if pod.status else None),
-                        scheduler_name=pod.spec.scheduler_name or "default-scheduler",
-                        utility=labels.get("app") in UTILITY_APPS, pod=pod)
+        rec = derive_pod(pod)
+        status, node, request = rec.status, rec.node, rec.request
+        groups = rec.gpu_groups
+        if status is None:       # Pending, no node: its in-flight BindRequest decides (spec 1.7, 7.2)
+            bound, br_groups = bind_nodes.get(rec.bind_key, (None, ()))
+            status, node = (BINDING, bound) if bound else (GATED, None) if rec.gated else (PENDING, None)
+            if not groups and bound and request.is_shared_gpu:
+                groups = br_groups
+        group = rec.group
+        task = TaskInfo(uid=rec.uid, name=rec.name, namespace=rec.namespace, job=group, podset=None, status=status,
+                        node=node, request=request, order_key=rec.order_key, predicate_key=rec.predicate_key,
+                        gpu_groups=groups, nominated_node=rec.nominated_node, scheduler_name=rec.scheduler_name,
+                        utility=rec.utility, pod=pod)
         if status in ACTIVE_USED or status == PENDING:
-            workload[(request, task.predicate_key)] += 1
+            k = (id(request), id(rec.predicate_key))    # requests and keys are shared: hashing them is the cost
+            n = kinds.get(k)
+            if n is None:
+                kinds[k], kind_of[k] = 1, (request, rec.predicate_key)
+            else:
+                kinds[k] = n + 1
         if status in ACTIVE_USED and node in node_by_name:
             other_usage.append(task)     # accounted on their nodes after the loop, all at once
-            if legacy_mig(annotations):
+            if rec.legacy_mig:
                 legacy_nodes.add(node)
-        if group is None or task.scheduler_name != cfg.scheduler_name:
+        if group is None or rec.scheduler_name != ours:
             continue  # not ours to schedule (it may still occupy its node, counted above)
         job = jobs.get(group)
         if job is None:
-            if status == PENDING and task.scheduler_name == cfg.scheduler_name and group not in elsewhere:
+            if status == PENDING and group not in elsewhere:
                 orphan_groups.setdefault(group, []).append(
                     f"PodGroup '{group}' of pod {task.key} does not exist")
                 warnings.append(ObjectWarning(f"Pod/{task.key}", f"metadata.annotations.{POD_GROUP_ANNOTATION}",
                                               f"PodGroup '{group}' does not exist; the pod is not scheduled"))
             continue
-        ps_name = DEFAULT_PODSET if DEFAULT_PODSET in job.podsets and len(job.podsets) == 1 and \
-            not (job.pod_group.spec and job.pod_group.spec.sub_groups) else labels.get(SUBGROUP_LABEL)
+        ps_name = DEFAULT_PODSET if group in plain else rec.subgroup
         if ps_name not in job.podsets:
             continue  # with sub-groups, pods without a known leaf sub-group are not part of the job (spec 1.3)
         task.podset = ps_name
@@ -339,6 +268,9 @@ def _build(loaded: LoadedSnapshot) -> ClusterState:
             else:
                 job.notes.append(f"pod {task.key}: {p}")
     table.add_tasks(other_usage)
+    workload: Counter = Counter()
+    for k, n in kinds.items():
+        workload[kind_of[k]] += n
     table.finalize_shared()
     for job in jobs.values():
         job.waiting  # computed once here, read by every action and the report
@@ -425,36 +357,29 @@ def _backed_off(pg, cfg: SchedulerConfig) -> bool:
 
 
 def _capacity(nodes: list[NodeInfo], table: NodeTable, active: list[TaskInfo], cfg: SchedulerConfig) -> dict[str, Fraction]:
-    """Cluster total divided among top-level queues (spec 3.2.1)."""
-    total = {r: Fraction(0) for r in RESOURCES}
+    """Cluster total divided among top-level queues (spec 3.2.1). Summed in ints (Fractions
+    only where a request has them) and made Fractions once: a Fraction addition per node and
+    resource cost more than the rest of this."""
+    cpu = memory = gpus = 0
     ready = {n.name for n in nodes if n.not_ready_reason is None}
     for n in nodes:
         if n.name not in ready:
             continue
-        total["cpu"] += n.capacity.get("cpu", 0)
-        total["memory"] += n.capacity.get("memory", 0)
+        cpu += n.capacity.get("cpu", 0)
+        memory += n.capacity.get("memory", 0)
         gpu = n.capacity.get("gpu", 0) + sum(mig_gpus(k) * v // 1000 for k, v in n.capacity.items() if k.startswith("nvidia.com/mig-"))
         if cfg.restrict_node_scheduling and "node-role.kubernetes.io/gpu-worker" not in n.labels:
             gpu = 0
-        total["gpu"] += gpu
-    # Summed as ints (shared GPUs' fractions apart), then taken off once: exact, so the same
-    # totals as subtracting pod by pod, without ~300,000 Fraction operations at 100,000 pods.
-    cpu = memory = gpus = 0
-    portions = Fraction(0)
-    ours = cfg.scheduler_name
+        gpus += gpu
     for t in active:
-        if t.node in ready and t.scheduler_name != ours and not t.utility:
-            r = t.request
-            cpu += r.cpu
-            memory += r.memory
-            gpu = r.gpu_quota
-            if type(gpu) is int:
-                gpus += gpu
-            else:
-                portions += gpu
-    total["cpu"] -= cpu
-    total["memory"] -= memory
-    total["gpu"] -= gpus + portions
+        if t.node in ready and t.scheduler_name != cfg.scheduler_name and not t.utility:
+            cpu -= t.request.cpu
+            memory -= t.request.memory
+            gpus -= t.request.gpu_quota
+    total = {r: Fraction(0) for r in RESOURCES}
+    total["cpu"] += cpu
+    total["memory"] += memory
+    total["gpu"] += gpus
     return total
 
 
@@ -465,38 +390,45 @@ def _account_queues(queues: dict[str, QueueInfo], jobs: dict[str, JobInfo], node
     Summed per leaf queue in plain ints first (Fractions only for shared GPUs), then added once
     to each ancestor: exact arithmetic, so the order does not change the result, and ~40,000
     jobs cost a few hundred Fraction additions instead of a million."""
-    # per leaf queue: allocated, non-preemptible allocated, request; each cpu, memory, GPUs, GPU fractions
-    sums: dict[str, tuple[list, list, list]] = {}
-    for job in jobs.values():
-        if job.queue not in queues:
+    # Tasks counted per (leaf queue, non-preemptible, allocated, request, node GPU memory): a few
+    # hundred kinds, each summed once, instead of every task's numbers added one by one.
+    counts: dict[tuple, int] = {}
+    example: dict[tuple, TaskInfo] = {}
+    sums: dict[str, tuple[list, list, list]] = {}     # per leaf queue: allocated, non-preemptible allocated,
+    for job in jobs.values():                          # request; each cpu, memory, whole GPUs, GPU fractions
+        queue = job.queue
+        if queue not in queues:
             continue
-        alloc = [0, 0, 0, Fraction(0)]        # cpu, memory, whole GPUs, shared GPU fractions
-        request = [0, 0, 0, Fraction(0)]
+        if queue not in sums:
+            sums[queue] = ([0, 0, 0, Fraction(0)], [0, 0, 0, Fraction(0)], [0, 0, 0, Fraction(0)])
+        fixed = not job.preemptible
         for ps in job.podsets.values():
             for t in ps.tasks:
-                r = t.request
                 if t.status in QUEUE_ALLOCATED:
-                    accs = (alloc, request)
-                    gpu = queue_gpu_of_accepted(t, nodes[t.node].gpu_memory if t.node in nodes else None)
+                    r = t.request
+                    k = (queue, fixed, True, id(r),
+                         (nodes[t.node].gpu_memory if t.node in nodes else None) if r.kind == "GpuMemory" else None)
                 elif t.status == PENDING:
-                    accs = (request,)
-                    gpu = r.pending_gpus(divisor)
+                    k = (queue, False, False, id(t.request), None)
                 else:
                     continue
-                for acc in accs:
-                    acc[0] += r.cpu
-                    acc[1] += r.memory
-                    if isinstance(gpu, int):
-                        acc[2] += gpu
-                    else:
-                        acc[3] += gpu
-        leaf = sums.get(job.queue)
-        if leaf is None:
-            leaf = sums[job.queue] = ([0, 0, 0, Fraction(0)], [0, 0, 0, Fraction(0)], [0, 0, 0, Fraction(0)])
-        for acc, add in ((leaf[0], alloc), (leaf[2], request)) + (() if job.preemptible else ((leaf[1], alloc),)):
-            for i in range(4):
-                if add[i]:
-                    acc[i] += add[i]
+                n = counts.get(k)
+                if n is None:
+                    counts[k], example[k] = 1, t
+                else:
+                    counts[k] = n + 1
+    for k, n in counts.items():
+        queue, fixed, placed, _, gpu_memory = k
+        r = example[k].request
+        gpu = queue_gpu_of_accepted(example[k], gpu_memory) if placed else r.pending_gpus(divisor)
+        leaf = sums[queue]
+        for acc in ((leaf[0], leaf[2]) + ((leaf[1],) if fixed else ()) if placed else (leaf[2],)):
+            acc[0] += r.cpu * n
+            acc[1] += r.memory * n
+            if isinstance(gpu, int):
+                acc[2] += gpu * n
+            else:
+                acc[3] += gpu * n
     for name, (alloc, alloc_np, request) in sums.items():
         vectors = [(v[0], v[1], v[2] + v[3] if v[3] else v[2]) for v in (alloc, alloc_np, request)]
         for q in ancestors(queues, name):
