@@ -64,6 +64,8 @@ def main() -> int:
     ap.add_argument("--queue-gpu-limit", type=float, default=-1, help="GPU limit of each leaf queue (default -1: none)")
     ap.add_argument("--steady-cycles", type=int, default=10)
     ap.add_argument("--time-limit", type=float, default=1.0)
+    ap.add_argument("--save-snapshot", metavar="ZIP",
+                    help="write the scheduler's /get-snapshot at the end here (replay with kai-cp solve)")
     ap.add_argument("--sync-writes", action="store_true", help="kai-cp --async-writes=false: each cycle waits for its writes")
     args = ap.parse_args()
     urllib3.disable_warnings()
@@ -95,12 +97,13 @@ def main() -> int:
 
         log_path = Path(tempfile.mkdtemp(prefix="kai-cp-bench-")) / "scheduler.log"
         metrics_port = free_port()
+        plugin_port = free_port() if args.save_snapshot else 0
         with open(log_path, "wb") as log:
             t_start = time.monotonic()
             proc = subprocess.Popen(
                 [sys.executable, "-m", "kai_cp", "run", f"--kubeconfig={server.kubeconfig}", f"--namespace={ns}",
                  f"--partition-label-value={pool}", f"--listen-address=127.0.0.1:{metrics_port}",
-                 "--plugin-server-port=0", f"--time-limit={args.time_limit}", "--schedule-period=1s",
+                 f"--plugin-server-port={plugin_port}", f"--time-limit={args.time_limit}", "--schedule-period=1s",
                  f"--async-writes={'false' if args.sync_writes else 'true'}"],
                 stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ, PYTHONUNBUFFERED="1"))
             cycles: list[tuple] = []
@@ -142,6 +145,10 @@ def main() -> int:
                     peak = (max(peak[0], cur), max(peak[1], hwm))
                 except OSError:
                     break
+            if args.save_snapshot:
+                import urllib.request
+                with urllib.request.urlopen(f"http://127.0.0.1:{plugin_port}/get-snapshot", timeout=60) as r:
+                    Path(args.save_snapshot).write_bytes(r.read())
             proc.terminate()
             proc.wait(30)
         if not cycles:

@@ -114,8 +114,11 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--cpu-worker-node-label-key", default="node-role.kubernetes.io/cpu-worker", help="CPU worker label")
     k.add_argument("--gpu-worker-node-label-key", default="node-role.kubernetes.io/gpu-worker", help="GPU worker label")
     k.add_argument("--mig-worker-node-label-key", default="node-role.kubernetes.io/mig-enabled", help="MIG worker label")
-    k.add_argument("--qps", type=float, default=50, help="accepted for compatibility (client-side rate limit; not applied)")
-    k.add_argument("--burst", type=int, default=300, help="accepted for compatibility")
+    k.add_argument("--qps", type=float, default=50,
+                   help="client-side rate limit of status writes (events, conditions, annotations, queue status), "
+                        "requests per second (default 50; 0: none). BindRequests, bindings and evictions are not "
+                        "throttled")
+    k.add_argument("--burst", type=int, default=300, help="status writes allowed at once above --qps (default 300)")
     k.add_argument("--v", type=int, default=3, help="log verbosity: <=2 warnings, 3 info, >=4 debug (default 3)")
     _flag(k, "--version", True, "log the version at start")
     c = ap.add_argument_group("kai-cp flags")
@@ -142,6 +145,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--idle-resync", type=_duration, default=10.0,
                    help="when nothing changed in the cluster since a cycle that decided nothing, the next cycle is "
                         "skipped (same input, same decisions) for up to this long (default 10s; 0: never skip)")
+    c.add_argument("--status-refresh", type=_duration, default=60.0,
+                   help="a pending job's status message (events, PodGroup and pod conditions) whose only change is in "
+                        "its numbers (allocation, fair share) is rewritten at most this often; a change of reason is "
+                        "written at once (default 60s; 0: every change)")
     c.add_argument("--cycles", type=int, default=0, help="stop after this many cycles as leader (default 0: run forever)")
     _flag(c, "--async-writes", True, "send each cycle's BindRequests, bindings and evictions behind it, as "
           "kube-scheduler's binding cycle: the cycle assumes its decisions in the cache and returns; false: each "
@@ -247,7 +254,8 @@ class Scheduler:
                                is_leader=self.may_write, backoff=self.backoff, on_write=on_write)
         self.status = StatusWriter(kube, args.scheduler_name, args.partition_label_value or "default",
                                    workers=args.num_of_status_recording_workers, can_write=self.may_write,
-                                   on_write=on_write)
+                                   on_write=on_write, refresh=args.status_refresh,
+                                   qps=args.qps, burst=args.burst)
         self.writer = Writer(self.applier, on_done=self._written)
         self.last: tuple[Any, dict] | None = None     # (LoadedSnapshot, decisions) of the last cycle with decisions
         self.cycles = 0
@@ -313,8 +321,9 @@ class Scheduler:
         self.last_cycle = {"snapshotAndState": t1 - t0, "decide": t2 - t1, "enqueueAndStatus": t3 - t2, "total": t3 - t0,
                            "binds": len(placing), "evictions": len(batch.evictions)}
         log.info("cycle %d: %d to bind, %d to evict, %d unschedulable jobs; state %.3fs decide %.3fs enqueue %.3fs "
-                 "(%s %s; %d writes queued)", self.cycles, len(placing), len(batch.evictions), len(doc["unschedulable"]),
-                 t1 - t0, t2 - t1, t3 - t2, doc["cycle"]["engine"], doc["cycle"]["status"], self.writer.backlog())
+                 "(%s %s; %d writes queued, %d status writes queued)", self.cycles, len(placing), len(batch.evictions),
+                 len(doc["unschedulable"]), t1 - t0, t2 - t1, t3 - t2, doc["cycle"]["engine"], doc["cycle"]["status"],
+                 self.writer.backlog(), self.status.backlog())
         if log.isEnabledFor(logging.DEBUG):
             for u in doc["unschedulable"]:
                 log.debug("pending %s: %s", u["podGroup"], " | ".join(u["reasons"])[:500])

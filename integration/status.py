@@ -9,12 +9,21 @@ status, not a backlog. Unlike KAI the cycle does not wait for these writes (on a
 the first cycle would otherwise wait for thousands of them); no decision reads them back except
 schedulingBackoff, which at worst tries a node pool once more. A failed status write is logged
 and tried again at the next change; it never stops a cycle.
+
+A message that differs from the one last written for the same object only in its numbers (a
+queue's allocation, a fair share that moved as jobs arrived) is written at most once per
+`refresh` seconds (`--status-refresh`): with a thousand jobs held back by their queues' limits
+such drifts change every job's message every cycle, and writing each (an event and a condition
+per pod, per PodGroup) kept ~11,000 writes queued and the API server and the cycle busy. A
+change of wording (another reason) is written at once, as before.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
+import re
 import threading
 import time
 import itertools
@@ -27,6 +36,7 @@ from kai_cp.jobs import ACTIVE_ALLOCATED, PENDING
 
 from .apply import ApplyOutcome, Batch
 from .kube import STRATEGIC_PATCH, ApiError, Kube, object_path
+from .ratelimit import TokenBucket
 
 log = logging.getLogger("kai_cp.status")
 
@@ -35,6 +45,54 @@ QUEUE_GV = "scheduling.run.ai/v2"
 LAST_START = "kai.scheduler/last-start-timestamp"
 STALE = "kai.scheduler/stale-podgroup-timestamp"
 CONDITION_TYPE = "UnschedulableOnNodePool"
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+@functools.lru_cache(maxsize=4096)
+def message_shape(message: str) -> str:
+    """The message with its numbers blanked: two messages of one shape say the same thing."""
+    return _NUMBER.sub("#", message)
+
+
+class LastWritten:
+    """Per object, the last message written, its shape and when: whether a new message is worth
+    a write now (see the module docstring)."""
+
+    __slots__ = ("refresh", "_last")
+
+    def __init__(self, refresh: float):
+        self.refresh = refresh
+        self._last: dict[Any, tuple[str, str, float]] = {}
+
+    def claim(self, key: Any, message: str) -> bool:
+        """True (and recorded as written) when `message` should be written now."""
+        last = self._last.get(key)
+        now = time.monotonic()
+        if last is not None:
+            if last[0] == message:
+                return False
+            shape = message_shape(message)
+            if shape == last[1] and now - last[2] < self.refresh:
+                return False
+        else:
+            shape = message_shape(message)
+        self._last[key] = (message, shape, now)
+        return True
+
+    def forget(self, key: Any, message: str) -> None:
+        """The write of `message` failed: the next cycle writes again."""
+        last = self._last.get(key)
+        if last is not None and last[0] == message:
+            del self._last[key]
+
+    def get(self, key: Any) -> str | None:
+        last = self._last.get(key)
+        return last[0] if last is not None else None
+
+    def prune(self, keep: Callable[[Any], bool]) -> None:
+        self._last = {k: v for k, v in self._last.items() if keep(k)}
 
 
 def _now() -> str:
@@ -88,25 +146,28 @@ def quantity_list(vec: dict[str, Fraction]) -> dict[str, str]:
 
 class StatusWriter:
     def __init__(self, kube: Kube, scheduler_name: str, node_pool: str, workers: int = 5,
-                 can_write: Callable[[], bool] = lambda: True, on_write: Callable[[str, str, int], None] | None = None):
+                 can_write: Callable[[], bool] = lambda: True, on_write: Callable[[str, str, int], None] | None = None,
+                 refresh: float = 60.0, qps: float = 0.0, burst: int = 300):
         self.kube = kube
         self.scheduler_name = scheduler_name
         self.node_pool = node_pool          # the shard's pool value, or "default"
         self._queue: dict[Any, Callable[[], None]] = {}     # key -> latest write not yet sent (insertion order)
         self._cv = threading.Condition()
         self._busy = 0
+        self._holding = False       # a cycle's status is being queued: workers wait, the cycle keeps the CPU
         self._closed = False
         self._unique = itertools.count()
+        self._limit = TokenBucket(qps, burst)
         self._threads = [threading.Thread(target=self._worker, name=f"status-{i}", daemon=True)
                          for i in range(max(1, workers))]
         for t in self._threads:
             t.start()
         self.can_write = can_write
         self.on_write = on_write
-        self._events: dict[tuple[str, str], str] = {}      # (object uid, reason) -> last message written
-        self._pod_conditions: dict[str, str] = {}          # pod uid -> last PodScheduled=False message
+        self._events = LastWritten(refresh)                # (object uid, reason) -> last message written
+        self._pod_conditions = LastWritten(refresh)        # pod uid -> last PodScheduled=False message
         self._queues: dict[str, dict] = {}                 # queue -> last status written
-        self._pg_conditions: dict[str, str] = {}           # PodGroup uid -> last condition message written
+        self._pg_conditions = LastWritten(refresh)         # PodGroup uid -> last condition message written
         self._lock = threading.Lock()
         self._cycles = 0
         self._stale_sent: dict[str, bool] = {}             # PodGroup uid -> stale annotation set (True) / removed
@@ -117,10 +178,14 @@ class StatusWriter:
     def _worker(self) -> None:
         while True:
             with self._cv:
-                while not self._queue and not self._closed:
+                while (not self._queue or self._holding) and not self._closed:
                     self._cv.wait()
                 if not self._queue and self._closed:
                     return
+            self._limit.acquire()           # before taking a write: a newer one may replace it meanwhile
+            with self._cv:
+                if not self._queue:
+                    continue
                 key = next(iter(self._queue))
                 job = self._queue.pop(key)
                 self._busy += 1
@@ -182,9 +247,8 @@ class StatusWriter:
         key = (obj["uid"] or f"{obj['namespace']}/{obj['name']}", reason)
         if once:
             with self._lock:
-                if self._events.get(key) == message:
+                if not self._events.claim(key, message):
                     return
-                self._events[key] = message
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         digest = hashlib.sha1(f"{key}{message}{now}".encode()).hexdigest()[:10]
         body = {"apiVersion": "v1", "kind": "Event",
@@ -198,8 +262,7 @@ class StatusWriter:
 
         def undo() -> None:
             with self._lock:
-                if self._events.get(key) == message:
-                    del self._events[key]
+                self._events.forget(key, message)
         self._submit(("event",) + key if once else None, "events",
                      lambda: self.kube.create(object_path("v1", "events", obj["namespace"]), body), undo if once else None)
 
@@ -210,6 +273,17 @@ class StatusWriter:
         (the writes go behind the cycle): `placing` are the pods whose binds are queued — neither
         pending nor reported yet; `applied()` reports the writes once they land, and the failures
         it saw join the next record's reasons."""
+        with self._cv:
+            self._holding = True
+        try:
+            self._record(result, doc, applied, queue_objects, placing)
+        finally:
+            with self._cv:
+                self._holding = False
+                self._cv.notify_all()
+
+    def _record(self, result: CycleResult, doc: dict, applied: ApplyOutcome | None,
+                queue_objects: set[str] | None, placing: set[str] | frozenset) -> None:
         futures: list = []
         state = result.state
         if applied is not None:
@@ -277,9 +351,9 @@ class StatusWriter:
         """Forget what was written about objects that are gone (pods and PodGroups churn)."""
         live = {t.uid for t in state.tasks} | {j.uid for j in state.jobs.values()}
         with self._lock:
-            self._events = {k: v for k, v in self._events.items() if k[0] in live}
-            self._pod_conditions = {k: v for k, v in self._pod_conditions.items() if k in live}
-            self._pg_conditions = {k: v for k, v in self._pg_conditions.items() if k in live}
+            self._events.prune(lambda k: k[0] in live)
+            self._pod_conditions.prune(lambda k: k in live)
+            self._pg_conditions.prune(lambda k: k in live)
             self._stale_sent = {k: v for k, v in self._stale_sent.items() if k in live}
 
     def applied(self, batch: Batch, out: ApplyOutcome) -> None:
@@ -361,16 +435,15 @@ class StatusWriter:
             if isinstance(c, dict) and c.get("type") == "PodScheduled":
                 current = (c.get("status"), c.get("reason"), c.get("message"))
         with self._lock:
-            if current == ("False", "Unschedulable", message) or self._pod_conditions.get(uid) == message:
+            if current == ("False", "Unschedulable", message) or not self._pod_conditions.claim(uid, message):
                 return
-            self._pod_conditions[uid] = message
         body = {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                            "message": message, "lastTransitionTime": _now(), "lastProbeTime": None}]}}
         path = object_path("v1", "pods", pod.metadata.namespace, pod.metadata.name, "status")
 
         def undo() -> None:
             with self._lock:
-                self._pod_conditions.pop(uid, None)
+                self._pod_conditions.forget(uid, message)
         self._submit(("podCondition", uid), "podConditions", lambda: self.kube.patch(path, body, STRATEGIC_PATCH), undo)
 
     def _pg_condition(self, futures: list, pg, message: str, reasons: list[str]) -> None:
@@ -390,9 +463,8 @@ class StatusWriter:
             return
         uid = pg.metadata.uid or f"{pg.metadata.namespace}/{pg.metadata.name}"
         with self._lock:
-            if self._pg_conditions.get(uid) == message:
+            if not self._pg_conditions.claim(uid, message):
                 return
-            self._pg_conditions[uid] = message
         new = {"type": CONDITION_TYPE, "nodePool": self.node_pool, "reason": "Unschedulable", "message": message,
                "status": "True", "transitionID": str((tid(latest) if latest else 0) + 1), "lastTransitionTime": _now(),
                "reasons": [{"reason": reason_code(r), "message": r} for r in reasons]}
@@ -402,7 +474,7 @@ class StatusWriter:
 
         def undo() -> None:
             with self._lock:
-                self._pg_conditions.pop(uid, None)
+                self._pg_conditions.forget(uid, message)
         self._submit(("pgCondition", uid), "conditions", lambda: self.kube.patch(path, body), undo)
 
     def _annotations(self, futures: list, job, pg, placed_now: list, stale_outcome) -> None:

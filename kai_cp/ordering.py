@@ -104,49 +104,44 @@ def _le(a: float, b: float) -> bool:
     return a <= b
 
 
+def queue_key(v: QueueView, a: list[float], req: list[float], shift: list[float] | None = None) -> tuple:
+    """Rules 1-6 of the queue order (3.8) as one sortable key: each rule reads only its own
+    queue, so a queue's key is computed once per change of its allocation or head job and two
+    queues compare as tuples. `a` allocated, `req` the head job's init resources, `shift`
+    (victim ordering) replaces `req` in rule 5 only."""
+    over = v.fair[0] < a[0] and v.fair[1] < a[1] and v.fair[2] < a[2]          # 1. over-utilised last
+    starved = _le(a[0] + req[0], v.deserved[0]) and _le(a[1] + req[1], v.deserved[1]) \
+        and _le(a[2] + req[2], v.deserved[2])                                     # 2. starved first
+    z = v.zero_alloc
+    zero = (z[0] and a[0] + req[0] > 0) or (z[1] and a[1] + req[1] > 0) or (z[2] and a[2] + req[2] > 0)  # 4.
+    s = shift or req
+    return (over, not starved, -v.priority, zero,                                 # 3. priority
+            v.dominant([a[0] + s[0], a[1] + s[1], a[2] + s[2]]),                  # 5. with the head job
+            v.dominant(a))                                                        # 6. allocated only
+
+
+def shares_less(lv: list[float], lcreated, rv: list[float], rcreated) -> bool:
+    """Rules 7-8, for queues equal in every keyed rule: the weaker allocatable share vector
+    (`QueueView.shares`), then creation (l only if strictly older: equal timestamps favour r)."""
+    le = lv[0] <= rv[0] and lv[1] <= rv[1] and lv[2] <= rv[2]
+    ge = rv[0] <= lv[0] and rv[1] <= lv[1] and rv[2] <= lv[2]
+    if le and not ge:
+        return True
+    if ge and not le:
+        return False
+    return lcreated < rcreated
+
+
 def queue_less(l: QueueView, la: list[float], lreq: list[float],
                r: QueueView, ra: list[float], rreq: list[float],
                lshift: list[float] | None = None, rshift: list[float] | None = None) -> bool:
     """True when queue l goes before r; `*a` allocated, `*req` the head job's init resources (3.8).
     `*shift` replaces `*req` in rule 5 only: victim ordering compares dominant shares net of the
     victims taken (and no pending job elsewhere)."""
-    idx = range(3)
-    # 1. over-utilised in all three resources goes last
-    l_over = all(l.fair[i] < la[i] for i in idx)
-    r_over = all(r.fair[i] < ra[i] for i in idx)
-    if l_over != r_over:
-        return r_over
-    # 2. starved first
-    l_starved = all(_le(la[i] + lreq[i], l.deserved[i]) for i in idx)
-    r_starved = all(_le(ra[i] + rreq[i], r.deserved[i]) for i in idx)
-    if l_starved != r_starved:
-        return l_starved
-    # 3. queue priority
-    if l.priority != r.priority:
-        return l.priority > r.priority
-    # 4. zero-share violation goes last
-    l_zero = any(l.zero_alloc[i] and la[i] + lreq[i] > 0 for i in idx)
-    r_zero = any(r.zero_alloc[i] and ra[i] + rreq[i] > 0 for i in idx)
-    if l_zero != r_zero:
-        return r_zero
-    # 5. dominant share including the head job
-    ls, rs = lshift or lreq, rshift or rreq
-    ld = l.dominant([la[i] + ls[i] for i in idx])
-    rd = r.dominant([ra[i] + rs[i] for i in idx])
-    if ld != rd:
-        return ld < rd
-    # 6. dominant share of what is allocated
-    ld, rd = l.dominant(la), r.dominant(ra)
-    if ld != rd:
-        return ld < rd
-    # 7. the weaker allocatable share vector
-    lv, rv = l.shares(la), r.shares(ra)
-    if all(a <= b for a, b in zip(lv, rv)) and any(a < b for a, b in zip(lv, rv)):
-        return True
-    if all(b <= a for a, b in zip(lv, rv)) and any(b < a for a, b in zip(lv, rv)):
-        return False
-    # 8. creation time: l only if strictly older (equal timestamps favour r)
-    return l.created < r.created
+    lk, rk = queue_key(l, la, lreq, lshift), queue_key(r, ra, rreq, rshift)
+    if lk != rk:
+        return lk < rk
+    return shares_less(l.shares(la), l.created, r.shares(ra), r.created)
 
 
 def queue_tree(state) -> tuple[dict[str, QueueView], dict[str, list[str]], list[str]]:
@@ -179,6 +174,8 @@ class JobQueue:
         self.heaps: dict[str, list] = {}
         self._init: dict[str, list[float]] = {}
         self._best: dict[str, JobInfo | None] = {}
+        # queue -> (rules 1-6 key, share vector) against its current best job; dropped with _best
+        self._key: dict[str, tuple[tuple, list[float]]] = {}
         self._seq = 0
         for j in jobs:
             self.push(j)
@@ -192,6 +189,7 @@ class JobQueue:
     def _invalidate(self, queue: str) -> None:
         for q in self.session.state.queue_path(queue):
             self._best.pop(q.name, None)
+            self._key.pop(q.name, None)
 
     def __bool__(self) -> bool:
         return any(self.heaps.values())
@@ -219,20 +217,31 @@ class JobQueue:
         self._best[queue] = job
         return job
 
-    def _pick(self, candidates: list[str]) -> JobInfo | None:
+    def _pick(self, candidates: list[str], fresh: bool = False) -> JobInfo | None:
+        """The best head job among sibling queues. Keys of queues off the last pop's path are
+        reused; `fresh` (the roots, compared at every pop) reads their allocation anew."""
         best_q = best_j = None
-        best_a = best_req = None
+        best_k = best_v = None
+        views = self.views
         for name in candidates:
             j = self.best(name)
             if j is None:
                 continue
-            a, req = self._alloc(name), self.init_resources(j)
-            if best_q is None or queue_less(self.views[name], a, req, self.views[best_q], best_a, best_req):
-                best_q, best_j, best_a, best_req = name, j, a, req
+            cached = None if fresh else self._key.get(name)
+            if cached is None:
+                a = self._alloc(name)
+                v = views[name]
+                cached = (queue_key(v, a, self.init_resources(j)), v.shares(a))
+                if not fresh:
+                    self._key[name] = cached
+            k, sh = cached
+            if best_q is None or k < best_k or (
+                    k == best_k and shares_less(sh, views[name].created, best_v, views[best_q].created)):
+                best_q, best_j, best_k, best_v = name, j, k, sh
         return best_j
 
     def pop(self) -> JobInfo | None:
-        job = self._pick(self.roots)
+        job = self._pick(self.roots, fresh=True)
         if job is not None:
             heapq.heappop(self.heaps[job.queue])
             self._init.pop(job.name, None)
