@@ -253,6 +253,15 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
                 warnings.append(ObjectWarning(f"Pod/{task.key}", f"metadata.annotations.{POD_GROUP_ANNOTATION}",
                                               f"PodGroup '{group}' does not exist; the pod is not scheduled"))
             continue
+        if job.namespace != task.namespace:
+            # KAI finds a job's pods by the annotation's name alone (spec 1.3): a pod of another
+            # namespace naming this group would join a gang (and quota) that is not its own.
+            if status in (PENDING, GATED):
+                warnings.append(ObjectWarning(
+                    f"Pod/{task.key}", f"metadata.annotations.{POD_GROUP_ANNOTATION}",
+                    f"PodGroup '{group}' is in namespace '{job.namespace}', not the pod's; the pod is not scheduled"))
+                job.notes.append(f"pod {task.key} of namespace '{task.namespace}' names this PodGroup; it is not part of it")
+            continue
         ps_name = DEFAULT_PODSET if group in plain else rec.subgroup
         if ps_name not in job.podsets:
             continue  # with sub-groups, pods without a known leaf sub-group are not part of the job (spec 1.3)

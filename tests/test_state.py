@@ -665,3 +665,18 @@ def test_gang_stops_at_limit_end_to_end():
     out = solve_doc(doc)
     assert len(out["binds"]) == 1
     assert len(out["unschedulable"]) == 1
+
+
+def test_pod_of_another_namespace_never_joins_a_same_named_group():
+    """KAI finds a job's pods by the annotation's name alone; kai-cp keeps a gang to its own
+    namespace, so a pod of team-b naming team-a's group is neither placed with it nor counted."""
+    doc = snapshot(nodes=[node("n0", gpu=8)],
+                   podgroups=[podgroup("train", min_member=2, namespace="team-a")],
+                   pods=[pod("a-0", "train", gpu=1, namespace="team-a"), pod("a-1", "train", gpu=1, namespace="team-a"),
+                         pod("b-0", "train", gpu=1, namespace="team-b")])
+    state = state_of(doc)
+    job = state.jobs["train"]
+    assert sorted(t.key for ps in job.podsets.values() for t in ps.tasks) == ["team-a/a-0", "team-a/a-1"]
+    assert any(w.object == "Pod/team-b/b-0" and "namespace 'team-a'" in w.reason for w in state.warnings)
+    out = solve_doc(doc)
+    assert sorted(b["pod"] for b in out["binds"]) == ["team-a/a-0", "team-a/a-1"]
