@@ -174,8 +174,8 @@ class JobQueue:
         self.heaps: dict[str, list] = {}
         self._init: dict[str, list[float]] = {}
         self._best: dict[str, JobInfo | None] = {}
-        # queue -> (rules 1-6 key, share vector) against its current best job; dropped with _best
-        self._key: dict[str, tuple[tuple, list[float]]] = {}
+        # queue -> (rules 1-6 key, share vector, allocation) against its current best job
+        self._key: dict[str, tuple[tuple, list[float], list[float]]] = {}
         self._seq = 0
         for j in jobs:
             self.push(j)
@@ -197,8 +197,19 @@ class JobQueue:
     def init_resources(self, job: JobInfo) -> list[float]:
         v = self._init.get(job.name)
         if v is None:
-            req = request_vector(tasks_to_allocate(job, self.session, self.real), self.session.state.gpu_memory_divisor)
-            v = self._init[job.name] = [float(req[r]) for r in RESOURCES]
+            # Kept on the session while the job's own tasks are unchanged: the eviction search
+            # orders every pending job again in each of its simulations.
+            s = self.session
+            version = s.job_version.get(job.name, 0)
+            key = ("init", self.real, job.name)
+            hit = s.derived.get(key)
+            if hit is not None and hit[0] == version:
+                v = hit[1]
+            else:
+                req = request_vector(tasks_to_allocate(job, s, self.real), s.state.gpu_memory_divisor)
+                v = [float(req[r]) for r in RESOURCES]
+                s.derived[key] = (version, v)
+            self._init[job.name] = v
         return v
 
     def _alloc(self, queue: str) -> list[float]:
@@ -217,9 +228,9 @@ class JobQueue:
         self._best[queue] = job
         return job
 
-    def _pick(self, candidates: list[str], fresh: bool = False) -> JobInfo | None:
-        """The best head job among sibling queues. Keys of queues off the last pop's path are
-        reused; `fresh` (the roots, compared at every pop) reads their allocation anew."""
+    def _pick(self, candidates: list[str]) -> JobInfo | None:
+        """The best head job among sibling queues. A queue's key is kept until its head job
+        changes (push/pop on its path) or its allocation does (read afresh at every pick)."""
         best_q = best_j = None
         best_k = best_v = None
         views = self.views
@@ -227,21 +238,19 @@ class JobQueue:
             j = self.best(name)
             if j is None:
                 continue
-            cached = None if fresh else self._key.get(name)
-            if cached is None:
-                a = self._alloc(name)
+            a = self._alloc(name)
+            cached = self._key.get(name)
+            if cached is None or cached[2] != a:
                 v = views[name]
-                cached = (queue_key(v, a, self.init_resources(j)), v.shares(a))
-                if not fresh:
-                    self._key[name] = cached
-            k, sh = cached
+                cached = self._key[name] = (queue_key(v, a, self.init_resources(j)), v.shares(a), a)
+            k, sh, _ = cached
             if best_q is None or k < best_k or (
                     k == best_k and shares_less(sh, views[name].created, best_v, views[best_q].created)):
                 best_q, best_j, best_k, best_v = name, j, k, sh
         return best_j
 
     def pop(self) -> JobInfo | None:
-        job = self._pick(self.roots, fresh=True)
+        job = self._pick(self.roots)
         if job is not None:
             heapq.heappop(self.heaps[job.queue])
             self._init.pop(job.name, None)

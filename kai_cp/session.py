@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -73,6 +74,10 @@ class Session:
     shared: SharedLedger | None = None                                 # shared GPUs per node (7.3)
     evictions: dict[str, Eviction] = field(default_factory=dict)       # task key -> eviction
     pipeline_only: bool = False                                        # every placement is a pipeline op
+    # job -> count of changes to its tasks (placed, unplaced, evicted, un-evicted): what was
+    # derived from a job's session state (its tasks to allocate) stays valid while this does
+    job_version: dict[str, int] = field(default_factory=dict)
+    derived: dict[tuple, tuple[int, Any]] = field(default_factory=dict)  # (what, job) -> (job_version, value)
     _log: list[Placement | Eviction | _Cancel | _Unplace] = field(default_factory=list)
 
     @classmethod
@@ -132,6 +137,7 @@ class Session:
         self._account(p.task, p.node, +1)
 
     def _account(self, task: TaskInfo, node: int, sign: int) -> None:
+        self.job_version[task.job] = self.job_version.get(task.job, 0) + 1
         job = self.state.jobs[task.job]
         r = task.request
         mem = self.state.nodes[node].gpu_memory
