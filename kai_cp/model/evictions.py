@@ -41,7 +41,7 @@ from kai_cp.actions.allocate import GreedyResult
 from kai_cp.fairshare import allocatable
 from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
 from kai_cp.model.base import ModelContext
-from kai_cp.ordering import queue_less, queue_tree, request_vector, tasks_to_allocate
+from kai_cp.ordering import queue_key, queue_tree, request_vector, shares_less, tasks_to_allocate
 from kai_cp.queues import RESOURCES
 from kai_cp.state import ClusterState
 
@@ -120,6 +120,8 @@ class NextCycleOrder:
         self.views = queue_tree(state)[0]
         self.head: dict[str, list[float]] = {}
         self._seen: dict[tuple, bool] = {}
+        self._pairs: dict[tuple[str, str], tuple[str, str] | None] = {}
+        self._keys: dict[tuple, tuple[tuple, list[float]]] = {}   # (reclaimer, branch) / (branch, request)
         started = greedy.started_jobs
         for name in greedy.order:
             job = state.jobs.get(name)
@@ -132,12 +134,18 @@ class NextCycleOrder:
             self.head[job.queue] = [float(req[x]) for x in RESOURCES]
 
     def _branches(self, a: str, b: str) -> tuple[str, str] | None:
+        key = (a, b)
+        if key in self._pairs:
+            return self._pairs[key]
         pa = [q.name for q in reversed(self.state.queue_path(a))]     # root first
         pb = [q.name for q in reversed(self.state.queue_path(b))]
+        out = None
         for x, y in zip(pa, pb):
             if x != y:
-                return x, y
-        return None
+                out = (x, y)
+                break
+        self._pairs[key] = out
+        return out
 
     def before(self, reclaimer: str, victim_job: JobInfo, victim_req: dict[str, Fraction]) -> bool:
         head = self.head.get(reclaimer)
@@ -147,17 +155,27 @@ class NextCycleOrder:
         key = (reclaimer, victim_job.queue, vreq)        # victims of one queue share a few shapes
         hit = self._seen.get(key)
         if hit is None:
-            hit = self._seen[key] = self._before(reclaimer, victim_job.queue, head, list(vreq))
+            hit = self._seen[key] = self._before(reclaimer, victim_job.queue, head, vreq)
         return hit
 
-    def _before(self, reclaimer: str, victim_queue: str, head: list[float], vreq: list[float]) -> bool:
+    def _before(self, reclaimer: str, victim_queue: str, head: list[float], vreq: tuple[float, ...]) -> bool:
+        """queue_less(rb with the reclaimer's head, vb without the victim's pods): each side's
+        key is kept, as many reclaimers meet one victim branch and the other way round."""
         pair = self._branches(reclaimer, victim_queue)
         if pair is None:
             return True
         rb, vb = pair
-        ra = [float(self.state.queues[rb].allocated[x]) for x in RESOURCES]
-        va = [float(self.state.queues[vb].allocated[x]) - vreq[i] for i, x in enumerate(RESOURCES)]
-        return queue_less(self.views[rb], ra, head, self.views[vb], va, vreq)
+        lk = self._keys.get((reclaimer, rb))
+        if lk is None:
+            ra = [float(self.state.queues[rb].allocated[x]) for x in RESOURCES]
+            lk = self._keys[(reclaimer, rb)] = (queue_key(self.views[rb], ra, head), self.views[rb].shares(ra))
+        rk = self._keys.get((vb, vreq))
+        if rk is None:
+            va = [float(self.state.queues[vb].allocated[x]) - vreq[i] for i, x in enumerate(RESOURCES)]
+            rk = self._keys[(vb, vreq)] = (queue_key(self.views[vb], va, list(vreq)), self.views[vb].shares(va))
+        if lk[0] != rk[0]:
+            return lk[0] < rk[0]
+        return shares_less(lk[1], self.views[rb].created, rk[1], self.views[vb].created)
 
 
 def _allowance(q, alloc: Fraction) -> int:
