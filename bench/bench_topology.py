@@ -30,7 +30,7 @@ acceptance checks of issue 6.
     python bench/bench_topology.py [--seeds 5] [--seed 0] [--time-limit 1.0] [--engines greedy,cp-sat]
                                    [--zones 4 --blocks 8 --racks 8 --nodes-per-rack 2]
                                    [--fill 0.3] [--load 0.9] [--bound-time 5] [--json out.json]
-                                   [--write-snapshots DIR]
+                                   [--write-snapshots DIR] [--actions allocate]
 """
 
 from __future__ import annotations
@@ -279,6 +279,7 @@ def run_engine(doc: dict[str, Any], view: TopologyView, engine: str, args: argpa
 
 def run_seed(seed: int, shape: Shape, args: argparse.Namespace) -> SeedRun:
     doc = build_cluster(seed, shape)
+    doc["config"]["actions"] = args.actions
     if args.write_snapshots:
         os.makedirs(args.write_snapshots, exist_ok=True)
         gen.write_snapshot(doc, os.path.join(args.write_snapshots, f"topology-seed{seed}.zip"))
@@ -397,6 +398,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--fill", type=float, default=0.30, help="share of GPUs used by scattered 1-GPU pods")
     ap.add_argument("--load", type=float, default=0.90, help="offered load: (running + pending GPUs) / GPUs")
     ap.add_argument("--bound-time", type=float, default=5.0, help="seconds for the required-gang bound (0: skip)")
+    ap.add_argument("--actions", default="allocate",
+                    help="the snapshot's config.actions (default allocate: this benchmark measures placement; with "
+                         "the eviction actions greedy runs KAI's unbounded reclaim search, 3-15 min a cycle on these "
+                         "clusters, and the comparison becomes one of eviction searches, which "
+                         "bench/bench_evictions.py measures)")
     ap.add_argument("--json", metavar="PATH", help="write every figure as JSON")
     ap.add_argument("--write-snapshots", metavar="DIR", help="also write each seed's snapshot ZIP here")
     args = ap.parse_args(argv)
@@ -404,7 +410,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     shape = Shape(args.zones, args.blocks, args.racks, args.nodes_per_rack, args.fill, args.load)
     print(f"kai-cp topology benchmark: {shape.zones} zones x {shape.blocks} blocks x {shape.racks} racks x "
           f"{shape.nodes_per_rack} nodes x 8 GPUs, fill {shape.fill:.0%}, offered load {shape.load:.0%}; engines "
-          f"{', '.join(args.engines)}, time limit {args.time_limit}s; {args.seeds} seeds from {args.seed}; "
+          f"{', '.join(args.engines)}, time limit {args.time_limit}s, actions {args.actions}; {args.seeds} seeds from "
+          f"{args.seed}; "
           f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
     print("columns: gangs/req = gangs admitted / of them requiring a domain; multi = placed multi-pod gangs; "
           "0-excess = share of them in the fewest racks that could hold them at cycle start, in any domain of "
