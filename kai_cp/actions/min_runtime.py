@@ -70,18 +70,24 @@ def protected(state: ClusterState, victim_job: JobInfo, action: Action, reclaime
     is not configured."""
     if victim_job.last_start is None or not state.config.min_runtime_enabled:
         return False
+    return now < victim_job.last_start + min_runtime_seconds(state, action, victim_job.queue, reclaimer_queue)
+
+
+def min_runtime_seconds(state: ClusterState, action: Action, victim_queue: str, reclaimer_queue: str) -> float:
+    """The min-runtime protecting a job of `victim_queue` against `action` by `reclaimer_queue`
+    (ignored for preempt), cached on the state."""
     cache = state.__dict__.setdefault("_min_runtime", {})     # per (action, victim queue, reclaimer queue)
-    key = (action, victim_job.queue, reclaimer_queue if action == "reclaim" else None)
+    key = (action, victim_queue, reclaimer_queue if action == "reclaim" else None)
     runtime = cache.get(key)
     if runtime is None:
         if action == "preempt":
-            runtime = preempt_min_runtime(state, victim_job.queue)
+            runtime = preempt_min_runtime(state, victim_queue)
         elif action == "reclaim":
-            runtime = reclaim_min_runtime(state, victim_job.queue, reclaimer_queue)
+            runtime = reclaim_min_runtime(state, victim_queue, reclaimer_queue)
         else:
             raise ValueError(f"min-runtime applies to preempt and reclaim, not {action!r}")
         runtime = cache[key] = float(runtime)
-    return now < victim_job.last_start + runtime
+    return runtime
 
 
 def is_elastic(job: JobInfo) -> bool:

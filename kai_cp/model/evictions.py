@@ -207,6 +207,33 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     pods_groups: dict[tuple, list[TaskInfo]] = {}
     first: dict[str, frozenset] = {}            # victim queue -> reclaimers that go before it
     next_order = NextCycleOrder(state, greedy) if reclaimers else None
+    ordered: dict[tuple, frozenset] = {}       # (victim queue, reclaimers passed, victim request) -> reclaimers
+    by_runtime: dict[str, tuple[list[float], list[str]]] = {}
+    passing: dict[tuple[str, int], frozenset] = {}
+
+    def reclaimers_of(job: JobInfo, order_ok: frozenset) -> tuple[frozenset, int]:
+        """The reclaimers of `order_ok` the job's min-runtime lets evict it, and a key for the set
+        (-1: all of them). A non-elastic job passes a reclaimer when `now >= lastStart + runtime`:
+        monotone in the runtime, so with the reclaimers sorted by runtime the set is a prefix."""
+        if job.last_start is None or not state.config.min_runtime_enabled or min_runtime.is_elastic(job):
+            return order_ok, -1
+        sorted_ = by_runtime.get(job.queue)
+        if sorted_ is None:
+            pairs = sorted((min_runtime.min_runtime_seconds(state, "reclaim", job.queue, r), r) for r in order_ok)
+            sorted_ = by_runtime[job.queue] = ([p[0] for p in pairs], [p[1] for p in pairs])
+        runtimes, names = sorted_
+        lo, hi = 0, len(runtimes)
+        while lo < hi:                         # first reclaimer that still protects the job
+            mid = (lo + hi) // 2
+            if now < job.last_start + runtimes[mid]:
+                hi = mid
+            else:
+                lo = mid + 1
+        got = passing.get((job.queue, lo))
+        if got is None:
+            got = passing[(job.queue, lo)] = frozenset(names[:lo])
+        return got, lo
+
     for job in state.jobs.values():
         if not job.preemptible or job.queue not in state.queues:
             continue
@@ -225,11 +252,14 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
         if order_ok is None:
             order_ok = first[job.queue] = frozenset(r for r in reclaimers
                                                     if r != job.queue and _goes_first(state, greedy, r, job.queue))
-        recl = frozenset(r for r in order_ok if job.last_start is None
-                         or min_runtime.filter_victim(state, job, "reclaim", r, now))
+        recl, passed = reclaimers_of(job, order_ok)
         if recl:
             victim_req = request_vector(running, state.gpu_memory_divisor)
-            recl = frozenset(r for r in recl if next_order.before(r, job, victim_req))
+            vkey = (job.queue, passed, tuple(float(victim_req[x]) for x in RESOURCES))
+            hit = ordered.get(vkey)
+            if hit is None:
+                hit = ordered[vkey] = frozenset(r for r in recl if next_order.before(r, job, victim_req))
+            recl = hit
         gpus = sum(t.request.gpus for t in running)
         if not recl or gpus == 0 or allowance[job.queue] < 0:
             recl = frozenset()
