@@ -336,9 +336,15 @@ class Evictions:
         state = ctx.state
         table = state.table
         pair_nodes = set(ctx.pair_node.tolist())
+        pair_job = [ctx.classes[c].job for c in ctx.pair_class.tolist()]
         by_node_class: dict[int, list[int]] = {}
+        by_node_queue: dict[tuple[int, str], list[int]] = {}     # (node, queue) -> pairs, in pair order
+        by_queue_pairs: dict[str, list[int]] = {}
         for i, n in enumerate(ctx.pair_node.tolist()):
             by_node_class.setdefault(n, []).append(i)
+            q = pair_job[i].queue
+            by_node_queue.setdefault((n, q), []).append(i)
+            by_queue_pairs.setdefault(q, []).append(i)
         freed: dict[int, list[tuple[cp_model.IntVar, np.ndarray]]] = {}
         by_queue: dict[str, list[tuple[cp_model.IntVar, np.ndarray]]] = {}   # what evictions take off each leaf queue
         preemptors: set[str] = set()             # jobs whose placement may justify a preempt
@@ -352,24 +358,24 @@ class Evictions:
         greedy_ev = ctx.greedy.session.evictions
         unit_jobs = {u.tasks[0].job for u in pool.units if u.kind == "job"}
         own_pairs: dict[str, list[int]] = {}
-        for i, c in enumerate(ctx.pair_class.tolist()):
-            name = ctx.classes[c].job.name
-            if name in unit_jobs:
-                own_pairs.setdefault(name, []).append(i)
+        for i, job in enumerate(pair_job):
+            if job.name in unit_jobs:
+                own_pairs.setdefault(job.name, []).append(i)
 
         def justification(u, nodes) -> list:
             lits = []
+            reclaimers = sorted(u.reclaimers)
             for n in nodes:
-                for i in by_node_class.get(n, []):
-                    job = ctx.classes[int(ctx.pair_class[i])].job
-                    if u.preempt and job.queue == u.queue and job.priority > u.priority:
-                        lits.append(ctx.x[i])
-                        preemptors.add(job.name)
-                for r in sorted(u.reclaimers):
+                if u.preempt:
+                    for i in by_node_queue.get((n, u.queue), ()):
+                        job = pair_job[i]
+                        if job.priority > u.priority:
+                            lits.append(ctx.x[i])
+                            preemptors.add(job.name)
+                for r in reclaimers:
                     key = (r, n)
                     if key not in z:
-                        xs = [ctx.x[i] for i in by_node_class.get(n, [])
-                              if ctx.classes[int(ctx.pair_class[i])].job.queue == r]
+                        xs = [ctx.x[i] for i in by_node_queue.get((n, r), ())]
                         if not xs:
                             continue
                         reclaimers_used.add(r)
@@ -476,7 +482,7 @@ class Evictions:
         centi = pair_centi_gpus(ctx)
         for r, rv in r_of.items():
             q = state.queues[r]
-            idx = [i for i in range(len(ctx.x)) if ctx.classes[int(ctx.pair_class[i])].job.queue == r]
+            idx = by_queue_pairs.get(r, [])
             fair = int(q.fair_share["gpu"] * 100)
             have = int(alloc[r]["gpu"] * 100)
             m.add(cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx], [centi[i] for i in idx])
@@ -524,13 +530,16 @@ class Evictions:
                 mult = len(ts) if how == "all" else 1
                 per_node.setdefault(n, []).append((u, var, table.vector(ts[0]) * mult))
         ev_of = ctx.extensions.setdefault("eviction-node", {})
+        evicted_nodes = {e.node for e in ctx.greedy.session.evictions.values()}
+        pair_job = [ctx.classes[c].job for c in ctx.pair_class.tolist()]
+        width = ctx.free.shape[1]
+        pair_vec = np.array([ctx.classes[c].vec for c in ctx.pair_class.tolist()]).astype(np.int64).reshape(-1, width)
         for n, entries in per_node.items():
             pairs = by_node_class.get(n, [])
             # A job that may evict nobody here places on a node that loses pods no more than KAI's
             # allocate placed there (before the eviction actions, on idle capacity): otherwise the
             # eviction would make room for it, with the preemptor merely taking its idle share.
-            outsiders = [i for i in pairs
-                         if not any(_legal(u, ctx.classes[int(ctx.pair_class[i])].job) for u, _, _ in entries)]
+            outsiders = [i for i in pairs if not any(_legal(u, pair_job[i]) for u, _, _ in entries)]
             if outsiders:
                 ev = ev_of[n] = m.new_bool_var("")
                 for _, var, _ in entries:
@@ -539,26 +548,27 @@ class Evictions:
                     ub, g = int(ctx.pair_ub[i]), int(ctx.greedy_counts.get(i, 0))
                     if g < ub:
                         m.add(ctx.x[i] <= g + (ub - g) * (1 - ev))
-                ctx.hint(ev, 1 if any(e.node == n for e in ctx.greedy.session.evictions.values()) else 0)
+                ctx.hint(ev, 1 if n in evicted_nodes else 0)
             groups: dict[tuple, list] = {}
             for u, var, vec in entries:
                 groups.setdefault((u.queue, u.priority if u.preempt else None, u.reclaimers), []).append((u, var, vec))
+            amounts = pair_vec[pairs] if pairs else pair_vec[:0]
             for (queue, prio, reclaimers), members in groups.items():
-                others = [(var, vec) for u, var, vec in entries if all(var is not v for _, v, _ in members)]
+                member_vars = {id(v) for _, v, _ in members}
+                others = [(var, vec) for u, var, vec in entries if id(var) not in member_vars]
                 for r in np.nonzero(sum(vec for _, _, vec in members) > 0)[0]:
                     lhs_v, lhs_c, relax_v, relax_c = [], [], [], []
                     rec_load: dict[str, int] = {}
-                    for i in pairs:
-                        c = ctx.classes[int(ctx.pair_class[i])]
-                        amount = int(c.vec[r])
-                        if amount <= 0:
-                            continue
-                        if prio is not None and c.job.queue == queue and c.job.priority > prio:
+                    for k in np.nonzero(amounts[:, r] > 0)[0].tolist():
+                        i = pairs[k]
+                        job = pair_job[i]
+                        if prio is not None and job.queue == queue and job.priority > prio:
                             continue                 # a legal preemptor
+                        amount = int(amounts[k, r])
                         lhs_v.append(ctx.x[i])
                         lhs_c.append(amount)
-                        if c.job.queue in reclaimers and c.job.queue in r_of:
-                            rec_load[c.job.queue] = rec_load.get(c.job.queue, 0) + amount * int(ctx.pair_ub[i])
+                        if job.queue in reclaimers and job.queue in r_of:
+                            rec_load[job.queue] = rec_load.get(job.queue, 0) + amount * int(ctx.pair_ub[i])
                     if not lhs_v:
                         continue
                     for q, load in rec_load.items():
