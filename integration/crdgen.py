@@ -3,8 +3,11 @@ installs accept exactly what kai-cp reads and writes.
 
 The schemas type the fields of KAI's API that models/ knows and keep unknown fields
 (`x-kubernetes-preserve-unknown-fields`, as the models keep them): an object written by KAI
-validates here, and an object kai-cp writes validates against KAI's CRDs. PodGroup and Queue
-have a status subresource (kai-cp patches status there, as KAI does)."""
+validates here, and an object kai-cp writes validates against KAI's CRDs. They also carry the
+validation KAI's CRDs apply (required fields, enums, minimums, patterns, CEL rules: the models'
+`crd_schema` facets), so an object accepted here is accepted by KAI and parsed by kai-cp's
+loader. A kind whose model types a status (Queue, PodGroup, BindRequest) has a status
+subresource, as in KAI's CRDs; Topology has neither, as KAI's."""
 
 from __future__ import annotations
 
@@ -30,8 +33,22 @@ KINDS = (
 )
 
 
+# Validation facets copied from the models' JSON schema (pydantic constraints or `crd_schema`).
+FACETS = ("format", "enum", "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems",
+          "x-kubernetes-list-type", "x-kubernetes-validations")
+
+
 def _structural(s: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    """pydantic JSON schema -> Kubernetes structural OpenAPI v3 schema."""
+    """pydantic JSON schema -> Kubernetes structural OpenAPI v3 schema. Facets written beside a
+    `$ref` or an Optional's `anyOf` (a field's own) apply to the schema they wrap."""
+    out = _shape(s, defs)
+    for k in FACETS:
+        if k in s and out.get("type") is not None:
+            out[k] = s[k]
+    return out
+
+
+def _shape(s: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     if "$ref" in s:
         return _structural(defs[s["$ref"].split("/")[-1]], defs)
     if "anyOf" in s:
@@ -50,6 +67,8 @@ def _structural(s: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         out["type"] = "object"
         if s.get("properties"):
             out["properties"] = {k: _structural(v, defs) for k, v in s["properties"].items()}
+        if s.get("required"):
+            out["required"] = list(s["required"])
         ap = s.get("additionalProperties")
         if isinstance(ap, dict):
             out["additionalProperties"] = _structural(ap, defs)
@@ -60,10 +79,6 @@ def _structural(s: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         return {"type": "array", "items": _structural(s.get("items") or {}, defs)}
     if t in ("string", "integer", "number", "boolean"):
         out["type"] = t
-        if t == "string" and s.get("format") == "date-time":
-            out["format"] = "date-time"
-        if "enum" in s:
-            out["enum"] = s["enum"]
         return out
     return {"x-kubernetes-preserve-unknown-fields": True}
 
@@ -75,15 +90,18 @@ def crd(model, group, version, plural, singular, scope, short, columns) -> dict[
     schema = {"type": "object", "description": (model.__doc__ or "").strip().split("\n")[0] or None,
               "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"}}}
     for part in ("spec", "status"):
-        if part in props:
+        if part in props and model.model_fields[part].annotation is not Any:    # Topology: no status
             schema["properties"][part] = _structural(props[part], defs)
+    if schema["properties"].get("spec", {}).get("required"):
+        schema["required"] = ["spec"]      # a spec with required fields must be there (Topology, as KAI's)
     if not schema["description"]:
         del schema["description"]
     names = {"kind": model.KIND, "listKind": model.KIND + "List", "plural": plural, "singular": singular}
     if short:
         names["shortNames"] = short
-    ver: dict[str, Any] = {"name": version, "served": True, "storage": True, "schema": {"openAPIV3Schema": schema},
-                           "subresources": {"status": {}}}
+    ver: dict[str, Any] = {"name": version, "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
+    if "status" in schema["properties"]:
+        ver["subresources"] = {"status": {}}
     if columns:
         ver["additionalPrinterColumns"] = [{"name": n, "type": t, "jsonPath": p} for n, t, p in columns] + \
             [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]

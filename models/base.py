@@ -39,6 +39,8 @@ __all__ = [
     "KubeModel",
     "Str",
     "Int",
+    "Int32",
+    "crd_schema",
     "Bool",
     "Number",
     "Time",
@@ -124,6 +126,15 @@ def _mark_changed_defaults(model: KubeModel) -> None:
 Str = StrictStr
 Int = StrictInt
 Bool = StrictBool
+Int32 = Annotated[StrictInt, WithJsonSchema({"type": "integer", "format": "int32"})]
+"""An int32 of KAI's API: a plain int when loading; `format: int32` in the generated CRD."""
+
+
+def crd_schema(**facets: Any) -> dict[str, Any]:
+    """`json_schema_extra` for the generated CRDs only (integration/crdgen.py): the validation
+    KAI's own CRDs apply (enum, minimum, pattern, x-kubernetes-validations, ...), so kai-cp's CRDs
+    reject what KAI's reject. Loading does not enforce them: a snapshot is read as it is."""
+    return {k.replace("_", "-") if k.startswith("x_") else k: v for k, v in facets.items()}
 
 
 def _none_to_list(v: Any) -> Any:

@@ -11,7 +11,7 @@ from typing import Annotated, ClassVar, Optional
 
 from pydantic import Field
 
-from .base import AnyDict, Bool, Int, KubeModel, NullList, NullModel, Number, Str
+from .base import AnyDict, Bool, Int, Int32, KubeModel, NullList, NullModel, Number, Str, crd_schema
 from .duration import Duration
 from .meta import KubeObject
 
@@ -84,22 +84,32 @@ class TopologyConstraint(KubeModel):
     preferred_topology_level: Optional[Str] = None
 
 
+# KAI's CRD pattern for sub-group names (the looser of the two KAI has shipped, so every name
+# either version accepts is accepted here).
+_SUBGROUP_NAME = r"^[a-z0-9][a-z0-9\-]*$"
+
+
 class SubGroup(KubeModel):
-    name: Str
-    min_member: Optional[Int] = None
-    parent: Optional[Str] = None
+    name: Str = Field(json_schema_extra=crd_schema(minLength=1, pattern=_SUBGROUP_NAME))
+    min_member: Optional[Int32] = Field(default=None, json_schema_extra=crd_schema(minimum=1))
+    parent: Optional[Str] = Field(default=None, json_schema_extra=crd_schema(pattern=_SUBGROUP_NAME))
     topology_constraint: Optional[TopologyConstraint] = None
 
 
 class PodGroupSpec(KubeModel):
-    min_member: Optional[Int] = None
+    min_member: Optional[Int32] = Field(default=None, json_schema_extra=crd_schema(minimum=1))
     queue: Optional[Str] = None
     priority_class_name: Optional[Str] = None
-    preemptibility: Optional[Str] = None
+    preemptibility: Optional[Str] = Field(
+        default=None, json_schema_extra=crd_schema(enum=["preemptible", "non-preemptible"]))
     mark_unschedulable: Optional[Bool] = None
-    scheduling_backoff: Optional[Int] = None
+    scheduling_backoff: Optional[Int32] = None
     topology_constraint: Optional[TopologyConstraint] = None
     sub_groups: Annotated[list[SubGroup], NullList] = Field(default_factory=list)
+    # In KAI's API, unused by its scheduler (spec 1.3); typed so the CRD checks them as KAI's does.
+    parallelism: Optional[Int32] = None
+    completions: Optional[Int32] = None
+    backoff_limit: Optional[Int32] = None
 
 
 class PodGroupStatus(KubeModel):
@@ -114,12 +124,30 @@ class PodGroup(KubeObject):
     status: Annotated[PodGroupStatus, NullModel] = Field(default_factory=PodGroupStatus)
 
 
+_LABEL_KEY = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+              r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
+# KAI's CRD rules for the levels (spec 1.6): immutable, unique, hostname only as the last level.
+_LEVEL_RULES = [
+    {"message": "field is immutable", "rule": "self == oldSelf"},
+    {"message": "must be unique", "rule": "size(self.filter(i, size(self.filter(j, j == i)) > 1)) == 0"},
+    {"message": "the kubernetes.io/hostname label can only be used at the lowest level of topology",
+     "rule": "size(self.filter(i, i.nodeLabel == 'kubernetes.io/hostname')) == 0 || "
+             "self[size(self) - 1].nodeLabel == 'kubernetes.io/hostname'"},
+]
+
+
 class TopologyLevel(KubeModel):
-    node_label: Str
+    node_label: Str = Field(json_schema_extra=crd_schema(minLength=1, maxLength=316, pattern=_LABEL_KEY))
 
 
 class TopologySpec(KubeModel):
-    levels: Annotated[list[TopologyLevel], NullList] = Field(default_factory=list)
+    # Required in KAI's CRD (a Topology without levels is rejected there); loading defaults it.
+    model_config = {**KubeModel.model_config, "json_schema_extra": {"required": ["levels"]}}
+
+    levels: Annotated[list[TopologyLevel], NullList] = Field(
+        default_factory=list,
+        json_schema_extra=crd_schema(minItems=1, maxItems=16, x_kubernetes_list_type="atomic",
+                                     x_kubernetes_validations=_LEVEL_RULES))
 
 
 class Topology(KubeObject):
@@ -144,13 +172,13 @@ class BindRequestSpec(KubeModel):
         default_factory=list, alias="selectedGPUGroups"
     )
     resource_claim_allocations: Annotated[list[AnyDict], NullList] = Field(default_factory=list)
-    backoff_limit: Optional[Int] = None
+    backoff_limit: Optional[Int32] = None
 
 
 class BindRequestStatus(KubeModel):
     phase: Optional[Str] = None
     reason: Optional[Str] = None
-    failed_attempts: Optional[Int] = None
+    failed_attempts: Optional[Int32] = None
 
 
 class BindRequest(KubeObject):

@@ -146,3 +146,62 @@ def test_own_status_echoes_do_not_count_as_changes():
     assert fingerprint("podGroups", pg) == fingerprint("podGroups", {**pg, "status": {}})
     backoff = {**pg, "spec": {"minMember": 2, "schedulingBackoff": 1}}
     assert fingerprint("podGroups", backoff) != fingerprint("podGroups", {**backoff, "status": {}})
+
+
+def _crd(kind: str) -> dict:
+    import yaml
+    docs = {yaml.safe_load(t)["spec"]["names"]["kind"]: yaml.safe_load(t) for t in crdgen.render().values()}
+    return docs[kind]
+
+
+def _schema(kind: str) -> dict:
+    return _crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def test_crds_apply_kais_validation():
+    """kai-cp's CRDs reject what KAI's CRDs reject (spec 1.3, 1.6), so an object a kai-cp cluster
+    accepts is accepted by KAI, and always parses in kai-cp's models (a sub-group without a name,
+    or a Topology level without a nodeLabel, used to be accepted and then failed to load)."""
+    spec = _schema("PodGroup")["properties"]["spec"]
+    assert spec["properties"]["minMember"] == {"type": "integer", "format": "int32", "minimum": 1}
+    assert spec["properties"]["preemptibility"]["enum"] == ["preemptible", "non-preemptible"]
+    for f in ("schedulingBackoff", "parallelism", "completions", "backoffLimit"):
+        assert spec["properties"][f] == {"type": "integer", "format": "int32"}, f
+    sub = spec["properties"]["subGroups"]["items"]
+    assert sub["required"] == ["name"]
+    assert sub["properties"]["name"]["minLength"] == 1 and sub["properties"]["minMember"]["minimum"] == 1
+    assert sub["properties"]["name"]["pattern"] == sub["properties"]["parent"]["pattern"]
+
+    topo = _schema("Topology")
+    assert topo["required"] == ["spec"] and topo["properties"]["spec"]["required"] == ["levels"]
+    levels = topo["properties"]["spec"]["properties"]["levels"]
+    assert (levels["minItems"], levels["maxItems"], levels["x-kubernetes-list-type"]) == (1, 16, "atomic")
+    assert [v["message"] for v in levels["x-kubernetes-validations"]] == [
+        "field is immutable", "must be unique",
+        "the kubernetes.io/hostname label can only be used at the lowest level of topology"]
+    assert levels["items"]["required"] == ["nodeLabel"]
+    assert levels["items"]["properties"]["nodeLabel"]["maxLength"] == 316
+
+    br = _schema("BindRequest")["properties"]
+    assert br["spec"]["properties"]["backoffLimit"]["format"] == "int32"
+    assert br["status"]["properties"]["failedAttempts"]["format"] == "int32"
+
+
+def test_crd_status_subresource_as_kai():
+    """Queue, PodGroup and BindRequest have a status subresource; Topology has no status at all
+    (KAI's Topology CRD has neither, and KAI's tools write it whole)."""
+    for kind in ("Queue", "PodGroup", "BindRequest"):
+        assert _crd(kind)["spec"]["versions"][0]["subresources"] == {"status": {}}, kind
+        assert "status" in _schema(kind)["properties"], kind
+    ver = _crd("Topology")["spec"]["versions"][0]
+    assert "subresources" not in ver and "status" not in _schema("Topology")["properties"]
+
+
+def test_crd_validation_is_not_enforced_when_loading():
+    """The CRD facets are for the API server only: a snapshot with values KAI's CRD would refuse
+    is still read (and written back) as it is."""
+    from models import PodGroup, Topology
+    pg = PodGroup.model_validate({"metadata": {"name": "x"}, "spec": {"minMember": 0, "preemptibility": "other",
+                                                                      "subGroups": [{"name": "A_b", "minMember": 0}]}})
+    assert (pg.spec.min_member, pg.spec.preemptibility, pg.spec.sub_groups[0].name) == (0, "other", "A_b")
+    assert Topology.model_validate({"metadata": {"name": "t"}}).spec.levels == []
