@@ -136,12 +136,14 @@ def job_summary(reasons: list[str]) -> str:
 
 
 def quantity_list(vec: dict[str, Fraction]) -> dict[str, str]:
-    """Queue status resources as Kubernetes quantities: cpu in millicores, memory bytes, GPUs."""
+    """Queue status resources as Kubernetes quantities: cpu in millicores, memory bytes, GPUs. A
+    negative amount is kai-cp's -1, unlimited, which a quantity cannot say: the resource is left out."""
     def num(v: Fraction, scale: int = 1) -> str:
         v = Fraction(v) * scale
         return str(int(v)) if v.denominator == 1 else f"{float(v):.3f}".rstrip("0").rstrip(".")
-    return {"cpu": f"{int(Fraction(vec.get('cpu', 0)))}m", "memory": num(vec.get("memory", 0)),
-            "nvidia.com/gpu": num(vec.get("gpu", 0))}
+    out = {"cpu": f"{int(Fraction(vec.get('cpu', 0)))}m", "memory": num(vec.get("memory", 0)),
+           "nvidia.com/gpu": num(vec.get("gpu", 0))}
+    return {k: v for (k, v), r in zip(out.items(), ("cpu", "memory", "gpu")) if Fraction(vec.get(r, 0)) >= 0}
 
 
 class StatusWriter:

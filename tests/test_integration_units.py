@@ -86,6 +86,8 @@ def test_job_summary_and_reason_codes():
 def test_queue_status_quantities():
     q = quantity_list({"cpu": Fraction(2500), "memory": Fraction(10**9), "gpu": Fraction(3, 2)})
     assert q == {"cpu": "2500m", "memory": "1000000000", "nvidia.com/gpu": "1.5"}
+    # -1 (unlimited, e.g. a fair share of a resource no queue limits) is no quantity: left out, not "-1m"
+    assert quantity_list({"cpu": Fraction(-1), "memory": Fraction(-1), "gpu": Fraction(4)}) == {"nvidia.com/gpu": "4"}
 
 
 def test_bind_backoff_doubles_to_a_cap_and_clears():
