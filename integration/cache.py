@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -46,6 +46,7 @@ class Kind:
     group_version: str
     plural: str
     namespace: str | None = None   # watch one namespace only (the scheduler's ConfigMaps)
+    alternatives: tuple[str, ...] = ()   # other group/versions of the kind, tried in turn when this one is not served
 
     @property
     def path(self) -> str:
@@ -63,7 +64,7 @@ def default_kinds(namespace: str) -> list[Kind]:
         Kind("queues", "scheduling.run.ai/v2", "queues"),
         Kind("podGroups", "scheduling.run.ai/v2alpha2", "podgroups"),
         Kind("bindRequests", "scheduling.run.ai/v1alpha2", "bindrequests"),
-        Kind("topologies", "kai.scheduler/v1alpha1", "topologies"),
+        Kind("topologies", "kai.scheduler/v1alpha1", "topologies", alternatives=("kai.scheduler/v1",)),
         Kind("priorityClasses", "scheduling.k8s.io/v1", "priorityclasses"),
         Kind("configMaps", "v1", "configmaps", namespace),
     ]
@@ -185,6 +186,8 @@ class Informer:
                  page_size: int = 500, watch_seconds: int = 240, stats: dict | None = None):
         self.kube = kube
         self.kind = kind
+        # the versions to try, the configured one first (a newer KAI may serve only a later one)
+        self._versions = [kind] + [replace(kind, group_version=gv, alternatives=()) for gv in kind.alternatives]
         self.page_size = page_size
         self.watch_seconds = watch_seconds
         self.on_change = on_change
@@ -317,10 +320,18 @@ class Informer:
                     self.rv = None
             except ApiError as e:
                 if e.status == 404 and self.rv is None:
+                    at = next((i for i, k in enumerate(self._versions) if k is self.kind), 0)
+                    if at + 1 < len(self._versions):
+                        self.kind = self._versions[at + 1]
+                        log.info("%s: %s not served; trying %s", self.kind.key, self._versions[at].group_version,
+                                 self.kind.group_version)
+                        continue
+                    self.kind = self._versions[0]
                     # The kind is not served (a CRD not installed): schedule without it, say so, look again.
                     if not self.synced.is_set():
                         log.warning("%s: %s is not served by the API server (CRD missing?); scheduling without "
-                                    "it and checking again every 30s", self.kind.key, self.kind.path)
+                                    "it and checking again every 30s", self.kind.key,
+                                    " nor ".join(k.path for k in self._versions))
                     with self.lock:
                         self.store, self.invalid = {}, {}
                         self.version += 1

@@ -127,3 +127,27 @@ def test_topology_levels_are_immutable(apiserver, shard):
     with pytest.raises(ApiError) as e:
         kube.patch(object_path(TOPO, "topologies", None, f"{shard}-t"), {"spec": {"levels": [{"nodeLabel": "zone"}]}})
     assert e.value.status == 422
+
+
+def test_informer_finds_the_version_the_api_server_serves(apiserver, shard):
+    """A newer KAI may serve Topology under another version only: the informer tries the kind's
+    versions in turn (here the first is served by no API group) and lists the served one."""
+    import threading
+
+    from integration.cache import Informer, Kind
+
+    kube = apiserver.kube
+    name = f"{shard}-versions"
+    kube.create(object_path(TOPO, "topologies"), _topo(name, {"spec": {"levels": [{"nodeLabel": "topo/rack"}]}}))
+    informer = Informer(kube, Kind("topologies", "kai-cp-test.example/v1", "topologies", alternatives=(TOPO,)))
+    informer.start()
+    try:
+        assert informer.synced.wait(30)
+        assert informer.kind.group_version == TOPO
+        for _ in range(100):
+            if informer.store.get(name) is not None:
+                break
+            threading.Event().wait(0.1)
+        assert informer.store.get(name) is not None
+    finally:
+        informer.stop()
