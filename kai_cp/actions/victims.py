@@ -479,9 +479,13 @@ class JobSolver:
         """Jobs with a pending pod not placed in this cycle, in an existing leaf queue (KAI's
         GetAllPendingJobs, no readiness filter)."""
         s, queues = self.session, self.state.queues
-        return [j for j in self.state.jobs.values()
-                if j.queue in queues and queues[j.queue].is_leaf
-                and any(t.key not in s.placements for ps in j.podsets.values() for t in ps.pending)]
+        cands = self.state.__dict__.get("_pending_candidates")
+        if cands is None:        # the jobs with pending pods never change within a cycle: once per state
+            cands = self.state.__dict__["_pending_candidates"] = [
+                (j, [t.key for ps in j.podsets.values() for t in ps.pending]) for j in self.state.jobs.values()
+                if j.queue in queues and queues[j.queue].is_leaf and any(ps.pending for ps in j.podsets.values())]
+        placed = s.placements
+        return [j for j, keys in cands if any(k not in placed for k in keys)]
 
     def _breaks_a_gang(self, evicted: list[TaskInfo]) -> bool:
         """6.8: a gang loses its pods whole, or only pods above its minimum. A scenario whose
