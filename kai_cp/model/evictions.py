@@ -488,7 +488,7 @@ class Evictions:
             m.add(cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx], [centi[i] for i in idx])
                   <= fair - have).only_enforce_if(rv)
             caps[r] = fair - have
-        self._only_preemptors_use_freed(ctx, unit_vars, by_node_class, r_of)
+        self._only_preemptors_use_freed(ctx, unit_vars, by_node_class, r_of, pair_job)
         ev_of = ctx.extensions.get("eviction-node", {})
         self._hint_reclaim(ctx, z, r_of)
         ctx.extensions["freed"] = freed
@@ -516,7 +516,8 @@ class Evictions:
         ctx.extensions["eviction-costs"] = (costs_v, costs_c)
 
     @staticmethod
-    def _only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, by_node_class: dict, r_of: dict) -> None:
+    def _only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, by_node_class: dict, r_of: dict,
+                                   pair_job: list[JobInfo]) -> None:
         """What a unit frees may only hold pods of jobs allowed to evict it: for each group of
         units on a node with the same legal preemptors, every other pod placed there fits in the
         node's free capacity plus what the other units free. A reclaiming queue's pods count as
@@ -531,7 +532,6 @@ class Evictions:
                 per_node.setdefault(n, []).append((u, var, table.vector(ts[0]) * mult))
         ev_of = ctx.extensions.setdefault("eviction-node", {})
         evicted_nodes = {e.node for e in ctx.greedy.session.evictions.values()}
-        pair_job = [ctx.classes[c].job for c in ctx.pair_class.tolist()]
         width = ctx.free.shape[1]
         pair_vec = np.array([ctx.classes[c].vec for c in ctx.pair_class.tolist()]).astype(np.int64).reshape(-1, width)
         for n, entries in per_node.items():
