@@ -160,6 +160,13 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         stats["evictionsBy"] = f"greedy actions after the model ({fixed})"
         greedy = run_greedy(state, now, evictions=False)
     t1 = time.perf_counter()
+    from kai_cp.model.solve import MIN_SOLVE_SECONDS
+    if t1 - t0 >= settings.time_limit - MIN_SOLVE_SECONDS:
+        # KAI's actions took the whole limit: the solver would get no time whatever the model,
+        # so building one (seconds at 10,000 nodes) would only make the fallback late.
+        stats["fallbackReason"] = "KAI's actions took the cycle's time limit; no model was built"
+        return CycleResult(state, full.session, full, "greedy", "FALLBACK", None, None,
+                           time.perf_counter() - t0, settings, stats, actions=full.actions)
     try:
         ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit),
                           evictions=not fixed)

@@ -397,3 +397,25 @@ def test_objective_overflow_falls_back_to_greedy(monkeypatch) -> None:
     assert res["cycle"]["engine"] == "greedy" and res["cycle"]["status"] == "FALLBACK"
     assert "fallbackReason" in res["cycle"]
     assert placed(res) == {"default/a-0": "n1"}
+
+
+def test_no_model_is_built_when_kais_actions_took_the_time_limit(monkeypatch) -> None:
+    """Greedy took the whole limit: the solver could get no time, so no model is built (it would
+    only make the fallback late); the cycle returns greedy's decisions and says why."""
+    import kai_cp.cycle as cycle_mod
+    built = []
+    real_run_greedy = cycle_mod.run_greedy
+
+    def slow_greedy(*args, **kwargs):
+        out = real_run_greedy(*args, **kwargs)
+        import time
+        time.sleep(0.06)                          # past the 0.05 s limit below
+        return out
+    monkeypatch.setattr(cycle_mod, "run_greedy", slow_greedy)
+    monkeypatch.setattr("kai_cp.model.build.build_model", lambda *a, **k: built.append(1))
+    c = Cluster().node("n1", gpus=4).queue("q").job("a", "q", gpus=2)
+    res = cycle(c.doc(), "cp-sat", time_limit=0.05).to_json()
+    assert res["cycle"]["engine"] == "greedy" and res["cycle"]["status"] == "FALLBACK"
+    assert "no model was built" in res["cycle"]["fallbackReason"]
+    assert "buildSeconds" not in res["cycle"] and built == []
+    assert placed(res) == {"default/a-0": "n1"}

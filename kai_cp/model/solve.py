@@ -43,13 +43,16 @@ def _rehint(ctx: ModelContext) -> None:
         ctx.model.add_hint(var, value)
 
 
+MIN_SOLVE_SECONDS = 0.01     # less wall time than this left: the solver is not started
+
+
 def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool = False,
           deterministic_limit: float | None = None, keep_solution: bool = False) -> SolveOutcome:
     """Solve within `budget` wall seconds. `deterministic_limit` (CP-SAT deterministic time,
     fixed by the caller from its settings, never from the clock) is what normally ends the
     search, so the answer does not depend on machine speed; the wall limit is the guard."""
     t0 = time.perf_counter()
-    if budget <= 0.01:
+    if budget <= MIN_SOLVE_SECONDS:
         return SolveOutcome("UNKNOWN", None, None, None, 0.0)
     if workers > 1 and deterministic_limit is not None:
         # Interleaved workers start slowly and wait on each other; a short single-worker pass
@@ -62,7 +65,7 @@ def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool =
         _rehint(ctx)
         budget -= first.wall_seconds
         deterministic_limit *= 1 - FIRST_PASS_SHARE
-        if budget <= 0.01:
+        if budget <= MIN_SOLVE_SECONDS:
             return first
     solver = cp_model.CpSolver()
     p = solver.parameters
