@@ -188,6 +188,7 @@ class Informer:
         self.kind = kind
         # the versions to try, the configured one first (a newer KAI may serve only a later one)
         self._versions = [kind] + [replace(kind, group_version=gv, alternatives=()) for gv in kind.alternatives]
+        self._version_at = 0
         self.page_size = page_size
         self.watch_seconds = watch_seconds
         self.on_change = on_change
@@ -320,13 +321,12 @@ class Informer:
                     self.rv = None
             except ApiError as e:
                 if e.status == 404 and self.rv is None:
-                    at = next((i for i, k in enumerate(self._versions) if k is self.kind), 0)
-                    if at + 1 < len(self._versions):
-                        self.kind = self._versions[at + 1]
-                        log.info("%s: %s not served; trying %s", self.kind.key, self._versions[at].group_version,
-                                 self.kind.group_version)
+                    tried = self.kind
+                    self._version_at = (self._version_at + 1) % len(self._versions)
+                    self.kind = self._versions[self._version_at]
+                    if self._version_at:
+                        log.info("%s: %s not served; trying %s", tried.key, tried.group_version, self.kind.group_version)
                         continue
-                    self.kind = self._versions[0]
                     # The kind is not served (a CRD not installed): schedule without it, say so, look again.
                     if not self.synced.is_set():
                         log.warning("%s: %s is not served by the API server (CRD missing?); scheduling without "

@@ -69,15 +69,11 @@ class LastWritten:
     def claim(self, key: Any, message: str) -> bool:
         """True (and recorded as written) when `message` should be written now."""
         last = self._last.get(key)
-        now = time.monotonic()
-        if last is not None:
-            if last[0] == message:
-                return False
-            shape = message_shape(message)
-            if shape == last[1] and now - last[2] < self.refresh:
-                return False
-        else:
-            shape = message_shape(message)
+        if last is not None and last[0] == message:
+            return False
+        shape, now = message_shape(message), time.monotonic()
+        if last is not None and shape == last[1] and now - last[2] < self.refresh:
+            return False
         self._last[key] = (message, shape, now)
         return True
 
@@ -141,9 +137,8 @@ def quantity_list(vec: dict[str, Fraction]) -> dict[str, str]:
     def num(v: Fraction, scale: int = 1) -> str:
         v = Fraction(v) * scale
         return str(int(v)) if v.denominator == 1 else f"{float(v):.3f}".rstrip("0").rstrip(".")
-    out = {"cpu": f"{int(Fraction(vec.get('cpu', 0)))}m", "memory": num(vec.get("memory", 0)),
-           "nvidia.com/gpu": num(vec.get("gpu", 0))}
-    return {k: v for (k, v), r in zip(out.items(), ("cpu", "memory", "gpu")) if Fraction(vec.get(r, 0)) >= 0}
+    rows = (("cpu", "cpu", lambda a: f"{int(a)}m"), ("memory", "memory", num), ("gpu", "nvidia.com/gpu", num))
+    return {name: fmt(a) for r, name, fmt in rows if (a := Fraction(vec.get(r, 0))) >= 0}
 
 
 class StatusWriter:

@@ -141,7 +141,7 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         # that greedy-only runs and `kai-cp --help` skip.
         from kai_cp.model.build import build_model
         from kai_cp.model.decode import decode
-        from kai_cp.model.solve import solve
+        from kai_cp.model.solve import MIN_SOLVE_SECONDS, solve
     t0 = time.perf_counter()
     now = settings.now if settings.now is not None else time.time()
     greedy = run_greedy(state, now, bounded=settings.engine == "cp-sat")
@@ -160,7 +160,6 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         stats["evictionsBy"] = f"greedy actions after the model ({fixed})"
         greedy = run_greedy(state, now, evictions=False)
     t1 = time.perf_counter()
-    from kai_cp.model.solve import MIN_SOLVE_SECONDS
     if t1 - t0 >= settings.time_limit - MIN_SOLVE_SECONDS:
         # KAI's actions took the whole limit: the solver would get no time whatever the model,
         # so building one (seconds at 10,000 nodes) would only make the fallback late.

@@ -132,16 +132,25 @@ def shares_less(lv: list[float], lcreated, rv: list[float], rcreated) -> bool:
     return lcreated < rcreated
 
 
+def queue_rank(v: QueueView, a: list[float], req: list[float], shift: list[float] | None = None) -> tuple:
+    """What the queue order compares of one queue: (rules 1-6 key, share vector, creation)."""
+    return queue_key(v, a, req, shift), v.shares(a), v.created
+
+
+def rank_less(l: tuple, r: tuple) -> bool:
+    """True when the queue ranked `l` goes before the one ranked `r` (queue_rank)."""
+    if l[0] != r[0]:
+        return l[0] < r[0]
+    return shares_less(l[1], l[2], r[1], r[2])
+
+
 def queue_less(l: QueueView, la: list[float], lreq: list[float],
                r: QueueView, ra: list[float], rreq: list[float],
                lshift: list[float] | None = None, rshift: list[float] | None = None) -> bool:
     """True when queue l goes before r; `*a` allocated, `*req` the head job's init resources (3.8).
     `*shift` replaces `*req` in rule 5 only: victim ordering compares dominant shares net of the
     victims taken (and no pending job elsewhere)."""
-    lk, rk = queue_key(l, la, lreq, lshift), queue_key(r, ra, rreq, rshift)
-    if lk != rk:
-        return lk < rk
-    return shares_less(l.shares(la), l.created, r.shares(ra), r.created)
+    return rank_less(queue_rank(l, la, lreq, lshift), queue_rank(r, ra, rreq, rshift))
 
 
 def queue_tree(state) -> tuple[dict[str, QueueView], dict[str, list[str]], list[str]]:
@@ -174,8 +183,8 @@ class JobQueue:
         self.heaps: dict[str, list] = {}
         self._init: dict[str, list[float]] = {}
         self._best: dict[str, JobInfo | None] = {}
-        # queue -> (rules 1-6 key, share vector, allocation) against its current best job
-        self._key: dict[str, tuple[tuple, list[float], list[float]]] = {}
+        # queue -> (queue_rank, allocation) against its current best job
+        self._key: dict[str, tuple[tuple, list[float]]] = {}
         self._seq = 0
         for j in jobs:
             self.push(j)
@@ -229,24 +238,19 @@ class JobQueue:
         return job
 
     def _pick(self, candidates: list[str]) -> JobInfo | None:
-        """The best head job among sibling queues. A queue's key is kept until its head job
+        """The best head job among sibling queues. A queue's rank is kept until its head job
         changes (push/pop on its path) or its allocation does (read afresh at every pick)."""
-        best_q = best_j = None
-        best_k = best_v = None
-        views = self.views
+        best_j = best_rank = None
         for name in candidates:
             j = self.best(name)
             if j is None:
                 continue
             a = self._alloc(name)
             cached = self._key.get(name)
-            if cached is None or cached[2] != a:
-                v = views[name]
-                cached = self._key[name] = (queue_key(v, a, self.init_resources(j)), v.shares(a), a)
-            k, sh, _ = cached
-            if best_q is None or k < best_k or (
-                    k == best_k and shares_less(sh, views[name].created, best_v, views[best_q].created)):
-                best_q, best_j, best_k, best_v = name, j, k, sh
+            if cached is None or cached[1] != a:
+                cached = self._key[name] = (queue_rank(self.views[name], a, self.init_resources(j)), a)
+            if best_rank is None or rank_less(cached[0], best_rank):
+                best_j, best_rank = j, cached[0]
         return best_j
 
     def pop(self) -> JobInfo | None:

@@ -90,6 +90,33 @@ def min_runtime_seconds(state: ClusterState, action: Action, victim_queue: str, 
     return runtime
 
 
+def reclaimers_passed(state: ClusterState, victim_job: JobInfo, reclaimers: frozenset, now: float) -> tuple[frozenset, int]:
+    """The `reclaimers` whose reclaim this job's min-runtime allows (filter_victim for each, at
+    once), and a key for that set among the job queue's (-1: all of them). A non-elastic job
+    passes a reclaimer when `now >= lastStart + runtime`, monotone in the runtime: with the
+    reclaimers sorted by runtime (cached per victim queue and reclaimer set) the set is a prefix."""
+    if victim_job.last_start is None or not state.config.min_runtime_enabled or is_elastic(victim_job):
+        return reclaimers, -1
+    cache = state.__dict__.setdefault("_reclaim_prefixes", {})
+    key = (victim_job.queue, reclaimers)
+    entry = cache.get(key)
+    if entry is None:
+        pairs = sorted((min_runtime_seconds(state, "reclaim", victim_job.queue, r), r) for r in reclaimers)
+        entry = cache[key] = ([p[0] for p in pairs], [p[1] for p in pairs], {})
+    runtimes, names, prefixes = entry
+    lo, hi = 0, len(runtimes)
+    while lo < hi:                         # the first reclaimer that still protects the job
+        mid = (lo + hi) // 2
+        if now < victim_job.last_start + runtimes[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    got = prefixes.get(lo)
+    if got is None:
+        got = prefixes[lo] = frozenset(names[:lo])
+    return got, lo
+
+
 def is_elastic(job: JobInfo) -> bool:
     """Some PodSet has more pods than its minimum (spec 1.3)."""
     return any(ps.min_available < len(ps.tasks) for ps in job.podsets.values())

@@ -41,7 +41,7 @@ from kai_cp.actions.allocate import GreedyResult
 from kai_cp.fairshare import allocatable
 from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
 from kai_cp.model.base import ModelContext
-from kai_cp.ordering import queue_key, queue_tree, request_vector, shares_less, tasks_to_allocate
+from kai_cp.ordering import queue_rank, queue_tree, rank_less, request_vector, tasks_to_allocate
 from kai_cp.queues import RESOURCES
 from kai_cp.state import ClusterState
 
@@ -121,7 +121,7 @@ class NextCycleOrder:
         self.head: dict[str, list[float]] = {}
         self._seen: dict[tuple, bool] = {}
         self._pairs: dict[tuple[str, str], tuple[str, str] | None] = {}
-        self._keys: dict[tuple, tuple[tuple, list[float]]] = {}   # (reclaimer, branch) / (branch, request)
+        self._keys: dict[tuple, tuple] = {}   # queue_rank by (reclaimer, branch) / (branch, victim request)
         started = greedy.started_jobs
         for name in greedy.order:
             job = state.jobs.get(name)
@@ -160,7 +160,7 @@ class NextCycleOrder:
 
     def _before(self, reclaimer: str, victim_queue: str, head: list[float], vreq: tuple[float, ...]) -> bool:
         """queue_less(rb with the reclaimer's head, vb without the victim's pods): each side's
-        key is kept, as many reclaimers meet one victim branch and the other way round."""
+        rank is kept, as many reclaimers meet one victim branch and the other way round."""
         pair = self._branches(reclaimer, victim_queue)
         if pair is None:
             return True
@@ -168,14 +168,12 @@ class NextCycleOrder:
         lk = self._keys.get((reclaimer, rb))
         if lk is None:
             ra = [float(self.state.queues[rb].allocated[x]) for x in RESOURCES]
-            lk = self._keys[(reclaimer, rb)] = (queue_key(self.views[rb], ra, head), self.views[rb].shares(ra))
+            lk = self._keys[(reclaimer, rb)] = queue_rank(self.views[rb], ra, head)
         rk = self._keys.get((vb, vreq))
         if rk is None:
             va = [float(self.state.queues[vb].allocated[x]) - vreq[i] for i, x in enumerate(RESOURCES)]
-            rk = self._keys[(vb, vreq)] = (queue_key(self.views[vb], va, list(vreq)), self.views[vb].shares(va))
-        if lk[0] != rk[0]:
-            return lk[0] < rk[0]
-        return shares_less(lk[1], self.views[rb].created, rk[1], self.views[vb].created)
+            rk = self._keys[(vb, vreq)] = queue_rank(self.views[vb], va, list(vreq))
+        return rank_less(lk, rk)
 
 
 def _allowance(q, alloc: Fraction) -> int:
@@ -208,32 +206,6 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     first: dict[str, frozenset] = {}            # victim queue -> reclaimers that go before it
     next_order = NextCycleOrder(state, greedy) if reclaimers else None
     ordered: dict[tuple, frozenset] = {}       # (victim queue, reclaimers passed, victim request) -> reclaimers
-    by_runtime: dict[str, tuple[list[float], list[str]]] = {}
-    passing: dict[tuple[str, int], frozenset] = {}
-
-    def reclaimers_of(job: JobInfo, order_ok: frozenset) -> tuple[frozenset, int]:
-        """The reclaimers of `order_ok` the job's min-runtime lets evict it, and a key for the set
-        (-1: all of them). A non-elastic job passes a reclaimer when `now >= lastStart + runtime`:
-        monotone in the runtime, so with the reclaimers sorted by runtime the set is a prefix."""
-        if job.last_start is None or not state.config.min_runtime_enabled or min_runtime.is_elastic(job):
-            return order_ok, -1
-        sorted_ = by_runtime.get(job.queue)
-        if sorted_ is None:
-            pairs = sorted((min_runtime.min_runtime_seconds(state, "reclaim", job.queue, r), r) for r in order_ok)
-            sorted_ = by_runtime[job.queue] = ([p[0] for p in pairs], [p[1] for p in pairs])
-        runtimes, names = sorted_
-        lo, hi = 0, len(runtimes)
-        while lo < hi:                         # first reclaimer that still protects the job
-            mid = (lo + hi) // 2
-            if now < job.last_start + runtimes[mid]:
-                hi = mid
-            else:
-                lo = mid + 1
-        got = passing.get((job.queue, lo))
-        if got is None:
-            got = passing[(job.queue, lo)] = frozenset(names[:lo])
-        return got, lo
-
     for job in state.jobs.values():
         if not job.preemptible or job.queue not in state.queues:
             continue
@@ -252,7 +224,7 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
         if order_ok is None:
             order_ok = first[job.queue] = frozenset(r for r in reclaimers
                                                     if r != job.queue and _goes_first(state, greedy, r, job.queue))
-        recl, passed = reclaimers_of(job, order_ok)
+        recl, passed = min_runtime.reclaimers_passed(state, job, order_ok, now)
         if recl:
             victim_req = request_vector(running, state.gpu_memory_divisor)
             vkey = (job.queue, passed, tuple(float(victim_req[x]) for x in RESOURCES))
