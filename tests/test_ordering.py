@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from clustergen import clusters
 from kai_cp.ordering import job_order_key, request_vector, tasks_to_allocate
 from kai_cp.session import Session
-from snapshot_builder import node, pod, podgroup, snapshot, solve_doc, state_of
+from snapshot_builder import node, pod, podgroup, queue, snapshot, solve_doc, state_of
 
 SG = "kai.scheduler/subgroup-name"
 
@@ -232,3 +236,62 @@ def test_gang_is_all_or_nothing_end_to_end():
                    [pod(f"g{i}", "gang", cpu="1") for i in range(3)] + [pod("s", "solo", cpu="1")])
     out = solve_doc(doc)
     assert [b["pod"] for b in out["binds"]] == ["default/s"]
+
+
+# ============================================ the victim search's order of the jobs it simulates
+
+
+def _pop_order(state, todo, others) -> list[str]:
+    """The order in which `todo` jobs pop from KAI's job queue with `others` competing, each
+    todo job taking one pod on the first node when it pops (as a simulation allocates them)."""
+    from kai_cp.ordering import JobQueue
+    s = Session.open(state)
+    order = JobQueue(s, [*todo, *others], real=False)
+    left, out = {j.name for j in todo}, []
+    while order and left:
+        job = order.pop()
+        if job is None:
+            break
+        if job.name in left:
+            left.discard(job.name)
+            out.append(job.name)
+            pending = [t for ps in job.podsets.values() for t in ps.pending]
+            if pending and state.nodes:
+                s.place(pending[0], 0, pipelined=False)
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=clusters(max_jobs=10), data=st.data())
+def test_victim_search_orders_its_jobs_the_same_without_the_jobs_it_leaves_out(doc, data):
+    """kai_cp.actions.victims.order_relevant drops the pending jobs that cannot change where the
+    preemptor and the victims pop (subtrees outside their queues' common ancestor, and its
+    children holding none of them); the order of those jobs must be the one KAI's queue order
+    gives with every pending job taking part."""
+    from kai_cp.actions.victims import order_relevant
+    st_ = state_of(doc)
+    jobs = sorted((j for j in st_.jobs.values() if j.queue in st_.queues and st_.queues[j.queue].is_leaf),
+                  key=lambda j: j.name)
+    assume(len(jobs) >= 2)
+    todo = data.draw(st.lists(st.sampled_from(jobs), min_size=1, max_size=3, unique_by=lambda j: j.name))
+    others = [j for j in jobs if j not in todo]
+    kept = order_relevant(st_, others, [j.queue for j in todo])
+    assert set(j.name for j in kept) <= set(j.name for j in others)
+    assert _pop_order(st_, todo, kept) == _pop_order(st_, todo, others)
+
+
+def test_a_sibling_queues_job_changes_the_order_so_it_is_kept():
+    """A's best job is o (queue a1, priority 150, 8 GPUs) while ta (a2) waits: A(o) loses to
+    B(tb) on dominant share, so tb pops before ta; without o, A(ta) and B(tb) tie up to creation
+    and ta pops first. o is in neither queue of the simulated jobs but must take part."""
+    from kai_cp.actions.victims import order_relevant
+    queues = [queue("A", created=0), queue("a1", "A", priority=150, created=1), queue("a2", "A", created=2),
+              queue("B", created=3), queue("b1", "B", created=4)]
+    doc = snapshot([node("n", cpu="64", memory="256Gi", gpu=8)], queues,
+                   [podgroup("o", "a1", created=0), podgroup("ta", "a2", created=1), podgroup("tb", "b1", created=2)],
+                   [pod("o-0", "o", gpu=8), pod("ta-0", "ta", gpu=1), pod("tb-0", "tb", gpu=1)])
+    st_ = state_of(doc)
+    todo, others = [st_.jobs["ta"], st_.jobs["tb"]], [st_.jobs["o"]]
+    assert _pop_order(st_, todo, []) == ["ta", "tb"]
+    assert _pop_order(st_, todo, others) == ["tb", "ta"]
+    assert [j.name for j in order_relevant(st_, others, ["a2", "b1"])] == ["o"]

@@ -19,7 +19,7 @@ from kai_cp.actions.allocate import Allocator, JobOutcome
 from kai_cp.gpu_sharing import task_memory
 from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
 from kai_cp.ordering import JobQueue, queue_less, queue_tree, tasks_to_allocate
-from kai_cp.queues import RESOURCES
+from kai_cp.queues import RESOURCES, ancestors
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
 
@@ -269,6 +269,39 @@ class _GpuFilter:
         return self.total >= self.need and self.best >= self.largest
 
 
+def order_relevant(state: ClusterState, others: list[JobInfo], queues: list[str]) -> list[JobInfo]:
+    """The other pending jobs that can change the order in which jobs of `queues` pop.
+
+    A queue's rank reads only its own allocation and best job, and the others' pops allocate
+    nothing. Below the queues' lowest common ancestor, a child subtree holding none of
+    `queues` only ever pops its own jobs, never changing another's rank, and nothing outside
+    that ancestor competes with anything inside it but as a whole: both are left out (the
+    same order for these jobs, far fewer pops). Subtrees holding one of `queues` stay whole:
+    their best job is part of their rank."""
+    paths = state.__dict__.get("_queue_paths")
+    if paths is None:          # root-first path of every queue, once per state
+        qs = state.queues
+        paths = state.__dict__["_queue_paths"] = {
+            q: tuple(a.name for a in reversed(ancestors(qs, q))) for q in qs}
+    if any(q not in paths for q in queues):
+        return others
+    mine = [paths[q] for q in set(queues)]
+    depth = 0
+    while all(len(p) > depth for p in mine) and len({p[depth] for p in mine}) == 1:
+        depth += 1
+    if all(len(p) == depth for p in mine):       # one leaf queue
+        leaf = mine[0][-1]
+        return [j for j in others if j.queue == leaf]
+    prefix = mine[0][:depth]
+    keep = {p[depth] for p in mine}
+    out = []
+    for j in others:
+        p = paths.get(j.queue)
+        if p is not None and len(p) > depth and p[depth] in keep and p[:depth] == prefix:
+            out.append(j)
+    return out
+
+
 class JobSolver:
     def __init__(self, state: ClusterState, session: Session, policy: Policy, budget=None):
         self.budget = budget
@@ -435,6 +468,7 @@ class JobSolver:
         if self.budget is not None:
             # Ordering every pending job is most of a simulation's cost on large clusters.
             self.budget.spend(len(tasks) + len(victims) + len(others) // ORDER_WORK_PER_UNIT)
+        others = order_relevant(self.state, others, [preemptor.queue, *(self.state.jobs[j].queue for j in victim_jobs)])
         order = JobQueue(s, [preemptor] + [self.state.jobs[j] for j in victim_jobs if j != preemptor.name] + others,
                          real=False)
         s.pipeline_only = True
