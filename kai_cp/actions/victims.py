@@ -483,7 +483,8 @@ class JobSolver:
                 todo.discard(job.name)
                 if job is not preemptor:
                     self._replace(job, feasible)
-                elif not self.alloc.attempt_tasks(job, tasks, JobOutcome(job.name, 0), feasible, pipeline_only=True):
+                elif not self.alloc.attempt_tasks(job, tasks, JobOutcome(job.name, 0), feasible, pipeline_only=True,
+                                                     explain=False):
                     s.rollback(cp)
                     return None
         finally:
@@ -540,4 +541,4 @@ class JobSolver:
         tasks to allocate, evicted pods included (4.4, real=False); failing is fine."""
         tasks = tasks_to_allocate(job, self.session, real=False)
         if tasks:
-            self.alloc.attempt_tasks(job, tasks, JobOutcome(job.name, 0), feasible, pipeline_only=True)
+            self.alloc.attempt_tasks(job, tasks, JobOutcome(job.name, 0), feasible, pipeline_only=True, explain=False)
