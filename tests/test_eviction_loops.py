@@ -18,10 +18,10 @@ Stale-gang eviction is the exception by design: a pod of a gang below its minimu
 count (they are tested by the stale-gang scenarios themselves).
 
 Both engines, cp-sat with a 0.3 s time limit per cycle. Both engines still loop on some
-generated clusters (GREEDY_LOOP; cp-sat when a cycle falls back to greedy's decisions, and
-CPSAT_IDLE_TO_LATER_JOB): each has its reproduction as a strict expected failure, and the
-generated-cluster tests are expected failures that may pass (they pass on most draws) until they
-are fixed. The cp-sat loops CPSAT_RECLAIM_LOOP and CPSAT_PREEMPT_LOOP are fixed; their
+generated clusters (GREEDY_LOOP; cp-sat when a cycle falls back to greedy's decisions): the
+greedy loop has its reproduction as a strict expected failure, and the generated-cluster tests
+are expected failures that may pass (they pass on most draws) until it is fixed. The cp-sat
+loops CPSAT_RECLAIM_LOOP, CPSAT_PREEMPT_LOOP and CPSAT_IDLE_TO_LATER_JOB are fixed; their
 reproductions are tests.
 """
 
@@ -113,7 +113,8 @@ CPSAT_IDLE_TO_LATER_JOB = (
     "pipelines pend2 by preempting run2; next cycle the recreated run2 takes them back the same way "
     "(tests/fixtures/evictions/cpsat_preempt_loop_idle_to_later_job.json: run2 and run4 evicted in turn). "
     "Forbidding jobs KAI's allocate started from justifying evictions, or any start while evicting, fixes "
-    "it but drops the model's extra placements on small-s1-full and small-s2-full below KAI's")
+    "it but drops the model's extra placements on small-s1-full and small-s2-full below KAI's; "
+    "NoPriorityInversion (kai_cp/model/priority_inversion.py) fixes it and keeps them")
 CPSAT_FALLS_BACK_TO_A_GREEDY_LOOP = (
     "under the 0.3 s limit a contended cycle falls back to greedy's decisions, and greedy (KAI's rules) loops "
     "(GREEDY_LOOP): a generated case reclaims run0-1 and run5 for pend0 every other cycle, the recreated run5 "
@@ -123,8 +124,8 @@ CPSAT_PREEMPT_LOOP = ("the CP-SAT model binds a lower-priority job (pend1) where
                       "(tests/fixtures/evictions/cpsat_preempt_loop.json: run0-3 and pend1 evicted in turn every cycle)")
 
 
-@pytest.mark.xfail(strict=True, reason=CPSAT_IDLE_TO_LATER_JOB)
 def test_cpsat_does_not_give_the_idle_share_to_a_later_job_and_preempt_for_the_earlier() -> None:
+    """Fixed by NoPriorityInversion (kai_cp/model/priority_inversion.py): was CPSAT_IDLE_TO_LATER_JOB."""
     doc = json.loads((FIXTURES / "cpsat_preempt_loop_idle_to_later_job.json").read_text())
     assert loop_errors(doc, "cp-sat")[0] == []
 
@@ -151,7 +152,7 @@ def test_generated_contended_cluster_does_not_loop(doc: dict[str, Any]) -> None:
     check_generated(doc, "greedy")
 
 
-@pytest.mark.xfail(strict=False, reason=CPSAT_FALLS_BACK_TO_A_GREEDY_LOOP + "; or " + CPSAT_IDLE_TO_LATER_JOB)
+@pytest.mark.xfail(strict=False, reason=CPSAT_FALLS_BACK_TO_A_GREEDY_LOOP)
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
           phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(doc=contended_clusters())
