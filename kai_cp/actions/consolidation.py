@@ -26,6 +26,7 @@ class ConsolidationPolicy:
         self.state, self.session = state, session
         self.max_jobs = state.config.max_consolidation_preemptees
         self._first: tuple | None = None          # (session log length, victims in victim order)
+        self._free: tuple | None = None           # (session log length, _available())
 
     def eligible(self, job: JobInfo) -> str | None:
         if not job.preemptible:
@@ -51,8 +52,12 @@ class ConsolidationPolicy:
 
     def _available(self) -> tuple[Fraction, int]:
         """Idle + releasing GPUs of the cluster's Ready nodes (KAI's getSumOfAvailableGPUs): whole
-        ones, plus the free part of each shared GPU."""
+        ones, plus the free part of each shared GPU. Kept while the session holds the same
+        committed decisions: every pending job the action pops asks it again."""
         s = self.session
+        key = len(s._log)
+        if self._free is not None and self._free[0] == key:
+            return self._free[1]
         ready = np.array([n.not_ready_reason != NOT_READY for n in self.state.nodes], dtype=bool)
         whole = np.where(ready, np.maximum(s.free[:, 2], 0), 0)
         gpus = Fraction(int(whole.sum()))
@@ -64,6 +69,7 @@ class ConsolidationPolicy:
                 if room > 0:
                     gpus += Fraction(room, max(cap, 1))
                     mem += room
+        self._free = (key, (gpus, mem))
         return gpus, mem
 
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:

@@ -21,9 +21,16 @@ class RuntimeGuard:
 
     def __init__(self, state: ClusterState, session: Session, now: float):
         self.state, self.session, self.now = state, session, now
+        # filter_victim reads only what a cycle does not change (the job's shape and last start,
+        # the queues' settings, the cycle's clock); each preemptor asks it of every running job.
+        self._may_lose: dict[tuple[str, str, str], bool] = {}
 
     def may_lose(self, job: JobInfo, action: str, preemptor_queue: str) -> bool:
-        return min_runtime.filter_victim(self.state, job, action, preemptor_queue, self.now)
+        key = (job.name, action, preemptor_queue)
+        ok = self._may_lose.get(key)
+        if ok is None:
+            ok = self._may_lose[key] = min_runtime.filter_victim(self.state, job, action, preemptor_queue, self.now)
+        return ok
 
     def elastic_ok(self, victims: list[TaskInfo], action: str, preemptor_queue: str) -> str | None:
         by_job: dict[str, list[TaskInfo]] = {}
