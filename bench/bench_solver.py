@@ -30,7 +30,8 @@ from kai_cp.model.build import build_model  # noqa: E402
 COMMON: dict[str, Any] = dict(random_seed=0, cp_model_probing_level=0, symmetry_level=0)
 LIGHT_PRESOLVE: dict[str, Any] = dict(max_presolve_iterations=1, merge_at_most_one_work_limit=0)
 SETTINGS: dict[str, dict[str, Any]] = {
-    "1 worker, no presolve (kai-cp)": dict(num_workers=1, cp_model_presolve=False),
+    "1 worker, no presolve, full LP (kai-cp)": dict(num_workers=1, cp_model_presolve=False, linearization_level=2),
+    "1 worker, no presolve, default LP": dict(num_workers=1, cp_model_presolve=False),
     "1 worker, light presolve": dict(num_workers=1, **LIGHT_PRESOLVE),
     "2 interleaved workers, light presolve": dict(num_workers=2, interleave_search=True,
                                                   interleave_batch_size=2, **LIGHT_PRESOLVE),

@@ -85,6 +85,12 @@ def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool =
     p.cp_model_presolve = False
     p.cp_model_probing_level = 0
     p.symmetry_level = 0
+    # The full LP relaxation (cuts on every linear constraint, not only the objective's) is what
+    # proves these lexicographic objectives: the 48-node example is proven optimal in 0.003
+    # deterministic seconds instead of 0.114 (2,063 conflicts), and on every differential
+    # snapshot, example and eviction fixture the objective reached at the cycle's deterministic
+    # limit is the same or better (bench/bench_solver.py has the comparison).
+    p.linearization_level = 2
     p.log_search_progress = log
     p.log_to_stdout = False
     lines: list[str] = []
