@@ -29,6 +29,10 @@ DETERMINISTIC_SHARE = 0.15  # CP-SAT deterministic time per second of time limit
 # 0.15, not 0.5: with the fragmentation terms a 60-node model (tests/test_determinism.py) runs to
 # its limit at ~2.5 s of wall time per deterministic second, so 0.4 and even 0.25 raced the
 # wall-clock guard of a 1 s cycle and the answer depended on the machine's speed.
+# Build time per pending job, from below: the fewest seconds measured per job of the cycle's order
+# was 0.22 ms (bench/bench_evictions.py's full-cycle shape: 4,000 one-pod jobs, one class each);
+# most clusters take 0.5-2 ms. A cycle whose greedy left less than this estimate builds no model.
+BUILD_SECONDS_PER_JOB = 1.5e-4
 DECODE_RESERVE = 0.08         # seconds kept back from the solver for decoding, output and teardown
 DECODE_SECONDS_PER_POD = 50e-6  # measured: decoding and teardown take ~40-50 us per placement (bench/)
 
@@ -139,7 +143,7 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     if settings.engine == "cp-sat":
         # Imported here, before the clock starts: OR-Tools (with pandas) is ~0.5 s of start-up
         # that greedy-only runs and `kai-cp --help` skip.
-        from kai_cp.model.build import build_model
+        from kai_cp.model.build import BuildTimeout, build_model
         from kai_cp.model.decode import decode
         from kai_cp.model.solve import MIN_SOLVE_SECONDS, solve
     t0 = time.perf_counter()
@@ -160,17 +164,20 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         stats["evictionsBy"] = f"greedy actions after the model ({fixed})"
         greedy = run_greedy(state, now, evictions=False)
     t1 = time.perf_counter()
-    if t1 - t0 >= settings.time_limit - MIN_SOLVE_SECONDS:
-        # KAI's actions took the whole limit: the solver would get no time whatever the model,
-        # so building one (seconds at 10,000 nodes) would only make the fallback late.
-        stats["fallbackReason"] = "KAI's actions took the cycle's time limit; no model was built"
+    # Past this point the solver would get less than MIN_SOLVE_SECONDS (the budget below keeps at
+    # least DECODE_RESERVE back) and the cycle falls back whatever the model: building it, or
+    # going on building it (seconds at 10,000 nodes), would only make the fallback late.
+    deadline = t0 + settings.time_limit - MIN_SOLVE_SECONDS - DECODE_RESERVE
+    if t1 + BUILD_SECONDS_PER_JOB * len(greedy.order) >= deadline:
+        stats["fallbackReason"] = "KAI's actions left too little of the cycle's time limit to build the model"
         return CycleResult(state, full.session, full, "greedy", "FALLBACK", None, None,
                            time.perf_counter() - t0, settings, stats, actions=full.actions)
     try:
         ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit),
-                          evictions=not fixed)
-    except OverflowError as e:   # objective range not exact in a double: keep greedy's decisions
+                          evictions=not fixed, deadline=deadline)
+    except (OverflowError, BuildTimeout) as e:   # objective not exact in a double, or out of time
         stats["fallbackReason"] = str(e)
+        stats["buildSeconds"] = round(time.perf_counter() - t1, 6)
         return CycleResult(state, full.session, full, "greedy", "FALLBACK", None, None,
                            time.perf_counter() - t0, settings, stats, actions=full.actions)
     t_build = time.perf_counter() - t1

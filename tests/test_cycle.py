@@ -416,6 +416,38 @@ def test_no_model_is_built_when_kais_actions_took_the_time_limit(monkeypatch) ->
     c = Cluster().node("n1", gpus=4).queue("q").job("a", "q", gpus=2)
     res = cycle(c.doc(), "cp-sat", time_limit=0.05).to_json()
     assert res["cycle"]["engine"] == "greedy" and res["cycle"]["status"] == "FALLBACK"
-    assert "no model was built" in res["cycle"]["fallbackReason"]
+    assert "too little of the cycle's time limit to build the model" in res["cycle"]["fallbackReason"]
     assert "buildSeconds" not in res["cycle"] and built == []
+    assert placed(res) == {"default/a-0": "n1"}
+
+
+def test_a_build_that_passes_the_deadline_stops_and_falls_back(monkeypatch) -> None:
+    """The model's build is checked against the time the solver needs: once past it the cycle
+    falls back at once with greedy's decisions instead of finishing a model it cannot solve."""
+    import time
+
+    import kai_cp.model.build as build
+    contributed = []
+
+    class Slow:
+        name = "slow"
+
+        def contribute(self, ctx) -> None:
+            contributed.append(1)
+            time.sleep(0.3)
+
+    class After:
+        name = "after"
+
+        def contribute(self, ctx) -> None:
+            contributed.append(2)
+
+    monkeypatch.setattr(build, "CONSTRAINTS", (Slow(), After()))
+    monkeypatch.setattr(build.build_model, "__defaults__",
+                        (None, (Slow(), After()), build.OBJECTIVE_LEVELS, True, None))
+    c = Cluster().node("n1", gpus=4).queue("q").job("a", "q", gpus=2)
+    res = cycle(c.doc(), "cp-sat", time_limit=0.35).to_json()
+    assert res["cycle"]["engine"] == "greedy" and res["cycle"]["status"] == "FALLBACK"
+    assert "not built within" in res["cycle"]["fallbackReason"]
+    assert contributed == [1]                     # stopped after the concern that ran late
     assert placed(res) == {"default/a-0": "n1"}

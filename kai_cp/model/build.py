@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from ortools.sat.python import cp_model
 
 from kai_cp.actions.allocate import GreedyResult
@@ -37,13 +39,27 @@ OBJECTIVE_LEVELS: tuple[tuple[Concern, ...], ...] = (
 )
 
 
+class BuildTimeout(Exception):
+    """The build passed its deadline: the solver could no longer get time, so the rest of the
+    build would only make the cycle's fallback late."""
+
+
 def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | None = None,
                 constraints: tuple[Concern, ...] = CONSTRAINTS,
-                levels: tuple[tuple[Concern, ...], ...] = OBJECTIVE_LEVELS, evictions: bool = True) -> ModelContext:
+                levels: tuple[tuple[Concern, ...], ...] = OBJECTIVE_LEVELS, evictions: bool = True,
+                deadline: float | None = None) -> ModelContext:
+    """`deadline` (time.perf_counter()): checked between steps; past it, BuildTimeout."""
+    def check() -> None:
+        if deadline is not None and time.perf_counter() > deadline:
+            raise BuildTimeout("the model was not built within the time KAI's actions left")
+
     classes = build_classes(state, greedy)
     greedy_nodes = compact(state, greedy, classes, greedy_class_nodes(greedy, classes))   # the hint
+    check()
     pool = build_pool(state, greedy, pending_keys(classes)) if evictions else None
+    check()
     pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes, pair_budget, greedy_nodes, pool)
+    check()
     model = cp_model.CpModel()
     ctx = ModelContext(state=state, greedy=greedy, model=model, classes=classes, pair_class=pair_class,
                        pair_node=pair_node, pair_ub=pair_ub, free=state.table.free, idle=state.table.idle)
@@ -52,10 +68,12 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     ctx.x = [model.new_bool_var("") if ub == 1 else model.new_int_var(0, int(ub), "") for ub in pair_ub.tolist()]
     for concern in constraints:
         concern.contribute(ctx)
+        check()
     for level in levels:
         ctx.levels.open_level()
         for concern in level:
             concern.contribute(ctx)
+        check()
     shrink_lowest(ctx.levels, ctx.terms)
     if ctx.levels.max_so_far > SAFE_OBJECTIVE:
         raise OverflowError(f"objective range {ctx.levels.max_so_far} is not exact in a double")
