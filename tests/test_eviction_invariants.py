@@ -102,6 +102,18 @@ def test_cpsat_eviction_names_the_preemptor_on_the_freed_capacity() -> None:
     assert {e["forPodGroup"] for e in out["evictions"]} <= {p["podGroup"] for p in out["pipelined"]}
 
 
+def test_cpsat_preemptor_that_took_idle_capacity_waits_for_its_victim() -> None:
+    """The model evicts run3-1 (q00) on node-0 and places run2-1 (q00, may preempt run3) and
+    pend2 (q10, may not take run3) there; decode bound run2-1 on the idle GPUs, pipelined pend2
+    onto what run3-1 freed and named run2, bound, as its preemptor (a reclaim by q10 in
+    disguise; found by the generated invariants). The node's total is the same with run2-1 on
+    the freed GPUs and pend2 on the idle ones: run2 is pipelined and is the preemptor."""
+    doc = json.loads((FIXTURES / "cpsat_preemptor_bound_while_another_queue_pipelines.json").read_text())
+    out = one_engine(doc, "cp-sat")
+    assert {e["forPodGroup"] for e in out["evictions"]} <= {p["podGroup"] for p in out["pipelined"]}
+    assert "default/run2-1" in {p["pod"] for p in out["pipelined"]}
+
+
 def test_cpsat_gang_victim_names_a_preemptor_pipelined_on_one_of_its_nodes() -> None:
     """run1 (three pods on node-0 and node-1) is reclaimed whole; on node-0 run0 gets a pod bound
     on idle capacity, on node-1 run2 is pipelined: the eviction of run1-1 (node-0) named run0,

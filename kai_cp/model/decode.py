@@ -77,16 +77,26 @@ def _evict(ctx: ModelContext, session: Session, counts: np.ndarray) -> list:
 def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
     """Each eviction's action and preemptor: a job placed on the victim's node (any of a gang
     victim's nodes) that may take it, reclaim first, then preempt (KAI's action order); a job
-    pipelined there (on the capacity the victims free) before one bound on idle capacity."""
+    pipelined there (on the capacity the victims free) before one bound on idle capacity.
+
+    A preemptor found only among the jobs bound on idle capacity is pipelined: the model fixes
+    each node's total, while which placed pods take its idle capacity and which the freed one is
+    decode's choice, and the choice above (KAI's order first on idle) can leave the one job that
+    may take a victim bound while another queue's job, not allowed to take it, pipelines there
+    (a reclaim in disguise). Pipelining that job instead is the same node totals, and the
+    eviction's preemptor waits for it as KAI's eviction actions' preemptors do."""
     state = ctx.state
     rank = {j: r for r, j in enumerate(ctx.greedy.order)}
-    on_node: dict[int, dict] = {}
-    for p in session.placements.values():
-        jobs = on_node.setdefault(p.node, {})
-        job = state.jobs[p.task.job]
-        jobs[job.name] = (min(jobs.get(job.name, (1,))[0], 0 if p.pipelined else 1), job)
-    ordered = {n: sorted(jobs.values(), key=lambda e: (e[0], rank.get(e[1].name, 1 << 30)))
-               for n, jobs in on_node.items()}
+
+    def order_on_nodes() -> dict[int, list]:
+        on_node: dict[int, dict] = {}
+        for p in session.placements.values():
+            jobs = on_node.setdefault(p.node, {})
+            job = state.jobs[p.task.job]
+            jobs[job.name] = (min(jobs.get(job.name, (1,))[0], 0 if p.pipelined else 1), job)
+        return {n: sorted(jobs.values(), key=lambda e: (e[0], rank.get(e[1].name, 1 << 30)))
+                for n, jobs in on_node.items()}
+    ordered = order_on_nodes()
     lines: dict = {}
     for u, t in victims:
         ev = session.evictions[t.key]
@@ -107,6 +117,10 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
                 if pick is not None:
                     break
             if pick is not None:
+                if bound_too and not any(session.placements[t.key].pipelined for t in pick[1].tasks
+                                         if t.key in session.placements):
+                    session.convert_to_pipelined(pick[1])
+                    ordered = order_on_nodes()
                 break
         if pick is None:          # cannot happen with the model's justification constraints
             raise AssertionError(f"eviction of {t.key} has no preemptor placed on its nodes")
