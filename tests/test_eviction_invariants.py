@@ -114,6 +114,25 @@ def test_cpsat_preemptor_that_took_idle_capacity_waits_for_its_victim() -> None:
     assert "default/run2-1" in {p["pod"] for p in out["pipelined"]}
 
 
+def test_cpsat_reclaim_stops_once_the_victim_queue_is_at_its_quota() -> None:
+    """dept0 holds 8 GPUs against a quota of 4: KAI's gate 2 is checked before each victim is
+    subtracted, so after run2 (4 GPUs) takes it to 4 nothing more may go. The model allowed the
+    level's excess plus its largest chunk (8 GPUs) and reclaimed run2 and run3 for run5 (found by
+    the generated invariants); now all victims but the largest take strictly less than the excess."""
+    doc = json.loads((FIXTURES / "cpsat_reclaim_past_the_quota_by_two_chunks.json").read_text())
+    out = one_engine(doc, "cp-sat")
+    assert sum(1 for e in out["evictions"] if e["podGroup"] in ("run2", "run3")) < 5
+
+
+def test_cpsat_reclaim_never_takes_from_a_level_with_unlimited_quota_for_an_outside_queue() -> None:
+    """q00's run7 reclaimed run0 (q11, under dept1 whose quota is unlimited: never over its share)
+    because q10, also under dept1, could have reclaimed run0 too and the dept1 gate skipped every
+    unit a queue inside dept1 may reclaim (found by the generated invariants)."""
+    doc = json.loads((FIXTURES / "cpsat_reclaim_past_an_unlimited_level.json").read_text())
+    out = one_engine(doc, "cp-sat")
+    assert not [e for e in out["evictions"] if e["forPodGroup"] == "run7"]
+
+
 def test_cpsat_gang_victim_names_a_preemptor_pipelined_on_one_of_its_nodes() -> None:
     """run1 (three pods on node-0 and node-1) is reclaimed whole; on node-0 run0 gets a pod bound
     on idle capacity, on node-1 run2 is pipelined: the eviction of run1-1 (node-0) named run0,

@@ -30,6 +30,7 @@ the model decides the allocation alone and the greedy eviction actions run on it
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -185,6 +186,22 @@ def _allowance(q, alloc: Fraction) -> int:
     if q.deserved["gpu"] != -1 and alloc > q.deserved["gpu"]:
         best = max(best, int((alloc - q.deserved["gpu"]) * 100))
     return best
+
+
+def _before_last(q, alloc: Fraction) -> int | None:
+    """Gate 2 checked before each victim is subtracted (3.7.2): a level above its allocatable
+    share (or its quota) by `over` may lose victims while it stays above, so all but the last
+    victim take strictly less than `over`. GPUs x 100, the most those victims may take; None
+    when the level is not above (it loses nothing)."""
+    over = Fraction(-1)
+    a = allocatable(q.deserved["gpu"], q.limit["gpu"], q.fair_share["gpu"])
+    if a != -1:
+        over = max(over, alloc - a)
+    if q.deserved["gpu"] != -1:
+        over = max(over, alloc - q.deserved["gpu"])
+    if over <= 0:
+        return None
+    return math.ceil(over * 100) - 1
 
 
 def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[str, int]]) -> Pool | None:
@@ -438,17 +455,37 @@ class Evictions:
         for qname in gpu_terms:
             for level in state.queue_path(qname):
                 sub = self._subtree(state, level.name)
+                # A unit only queues inside this level may reclaim is reclaimed below it (not gated
+                # here); one a queue outside may reclaim is counted, whoever reclaims it (the model
+                # does not tell which reclaimer uses a unit; counting it is the safe side).
                 terms = [(v, c, u) for q in sub for (v, c, u) in gpu_terms.get(q, [])
-                         if not (u.reclaimers & sub)]
+                         if not u.reclaimers <= sub]
                 if not terms:
                     continue
-                base = _allowance(level, alloc[level.name]["gpu"])
-                chunk = max(u.chunk for _, _, u in terms)
-                room = base + chunk if base >= 0 else 0
+                before = _before_last(level, alloc[level.name]["gpu"])
+                chunks = sorted({u.chunk for _, _, u in terms})
                 worst = sum(c * (_ub(v)) for v, c, _ in terms)
-                if worst > room:
-                    m.add(cp_model.LinearExpr.weighted_sum([v for v, _, _ in terms], [c for _, c, _ in terms]) <= room)
-                    allowances.append(({v.index: c for v, c, _ in terms}, room))
+                if worst <= (before + chunks[-1] if before is not None else 0):
+                    continue
+                total = cp_model.LinearExpr.weighted_sum([v for v, _, _ in terms], [c for _, c, _ in terms])
+                if before is None:
+                    m.add(total <= 0)
+                    allowances.append(({v.index: c for v, c, _ in terms}, 0))
+                    continue
+                # Test before subtract, with the largest victim last: the others take strictly less
+                # than the level holds above its share, the largest one chunk more. `steps[k]`: a
+                # victim of chunk >= chunks[k] goes.
+                steps, prev = [], 0
+                for c in chunks:
+                    b = m.new_bool_var("")
+                    mine = [v for v, _, u in terms if u.chunk >= c]
+                    m.add(b <= cp_model.LinearExpr.sum(mine))
+                    ctx.hint(b, 1 if any(ctx.hints.get(v.index, (v, 0))[1] for v in mine) else 0)
+                    steps.append((b, c - prev))
+                    prev = c
+                m.add(total <= before + cp_model.LinearExpr.weighted_sum([b for b, _ in steps], [d for _, d in steps]))
+                # improve_hint adds victims within `before` only, so the steps hinted from greedy hold
+                allowances.append(({v.index: c for v, c, _ in terms}, before))
         # Reclaiming queues end within their fair share (GPUs x 100).
         from kai_cp.model.utilisation import pair_centi_gpus
         centi = pair_centi_gpus(ctx)
