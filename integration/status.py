@@ -169,7 +169,8 @@ class StatusWriter:
         self._cycles = 0
         self._stale_sent: dict[str, bool] = {}             # PodGroup uid -> stale annotation set (True) / removed
         self._bind_failed: dict[str, str] = {}             # pod key -> why its write failed, for the next record
-        self.written = {"events": 0, "conditions": 0, "podConditions": 0, "annotations": 0, "queues": 0}
+        self.written = {"events": 0, "conditions": 0, "podConditions": 0, "annotations": 0, "queues": 0,
+                        "nominations": 0}
 
     # -- plumbing ----------------------------------------------------------------------------
     def _worker(self) -> None:
@@ -302,6 +303,7 @@ class StatusWriter:
             self._eviction_events(futures, [ev for ev in doc.get("evictions") or [] if ev.get("pod") in done],
                                   lambda name: (lambda j: (j.namespace, j.uid) if j else None)(jobs.get(name)))
         self._pipelined_events(futures, result, doc)
+        self._nominations(result, doc, applied_keys)
         for job in state.jobs.values():
             pg = job.pod_group
             pg_ref = {"kind": "PodGroup", "apiVersion": PG_GV, "namespace": job.namespace, "name": job.name,
@@ -419,6 +421,25 @@ class StatusWriter:
             if pod is not None:
                 self.event(futures, self._ref_pod(pod), "Normal", "Pipelined",
                            f"Pod {p['pod']} was pipelined to node {p['node']}")
+
+    def _nominations(self, result: CycleResult, doc: dict, placed: set[str]) -> None:
+        """`status.nominatedNodeName` on the pods of the preemptors pipelined this cycle, as
+        kube-scheduler writes it on a preemptor, so the next cycle serves them first on that node
+        (kai_cp/actions/allocate.py `run_allocate`; kai_cp/simulate.py does the same offline);
+        removed from a pending pod that is not pipelined again (a nomination lasts one cycle)."""
+        preemptors = {e.get("forPodGroup") for e in doc.get("evictions") or []}
+        want = {p["pod"]: p["node"] for p in doc.get("pipelined") or [] if p.get("podGroup") in preemptors}
+        for t in result.state.tasks:
+            pod = t.pod
+            have = pod.status.nominated_node_name if pod.status is not None else None
+            node = want.get(t.key)
+            if node is None and (have is None or t.key in placed or t.node is not None):
+                continue
+            if node == have:
+                continue
+            path = object_path("v1", "pods", pod.metadata.namespace, pod.metadata.name, "status")
+            body = {"status": {"nominatedNodeName": node}}
+            self._submit(("nominated", t.key), "nominations", lambda path=path, body=body: self.kube.patch(path, body))
 
     @staticmethod
     def _ref_pod(pod) -> dict:

@@ -69,6 +69,7 @@ class Fitter:
         # Eviction actions free capacity as they go: no node may be ruled out by the snapshot's
         # free capacity, only by its static predicates.
         self.growing = growing
+        self.nominated_bonus = True     # KAI's nominatednode score; off while kai-cp serves nominated jobs first
         t = state.table
         self.alloc = t.allocatable
         self.gpu_capacity = np.array([n.gpu_count or n.capacity.get("gpu", 0) for n in state.nodes], dtype=np.int64)
@@ -166,7 +167,7 @@ class Fitter:
             score = score + 10.0 * self.cpu_only_node[sub]
             if self.sharing_order:
                 score = score + SHARING_ORDER_SCORE * self.on_shared_gpu(sub)
-        if task.nominated_node and task.nominated_node in self.state.table.index:
+        if task.nominated_node and self.nominated_bonus and task.nominated_node in self.state.table.index:
             score[sub == self.state.table.index[task.nominated_node]] += 1_000_000.0
         return score
 

@@ -241,9 +241,11 @@ class Session:
             else:
                 self._unplace(p)
 
-    def convert_to_pipelined(self, job: JobInfo) -> None:
-        """KAI's ConvertAllAllocatedToPipelined: the whole job waits for releasing resources (5.6)."""
+    def convert_to_pipelined(self, job: JobInfo, keep_nominated: bool = False) -> None:
+        """KAI's ConvertAllAllocatedToPipelined: the whole job waits for releasing resources (5.6).
+        `keep_nominated`: nominated pods allocate bound stay bound (an eviction action growing the
+        job; they alone hold its minimum, kai_cp/actions/allocate.py nominated_tasks)."""
         for t in job.tasks:
             p = self.placements.get(t.key)
-            if p is not None and not p.pipelined:
+            if p is not None and not p.pipelined and not (keep_nominated and t.nominated_node is not None):
                 p.pipelined = True

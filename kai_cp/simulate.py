@@ -47,22 +47,43 @@ def apply_decisions(loaded: LoadedSnapshot, result: CycleResult, gone: set[str] 
         labels = {k: v for k, v in (pod.metadata.labels or {}).items() if not k.startswith(GROUP_LABEL)}
         raw.pods[i] = _copy(pod, spec=_copy(pod.spec, node_name=None),
                             metadata=_copy(pod.metadata, deletion_timestamp=None, labels=labels),
-                            status=_phase(pod.status, "Pending"))
+                            status=_copy(_phase(pod.status, "Pending"), nominated_node_name=None))
+    nominated: dict[int, str] = {}
+    preemptors = {ev.for_job for ev in result.session.evictions.values()}
     for placement in result.session.placements.values():
-        if placement.pipelined:
-            continue
         i = at.get(placement.task.key)
         if i is None:
+            continue
+        if placement.pipelined:
+            if placement.task.job in preemptors:
+                nominated[i] = result.state.nodes[placement.node].name
             continue
         pod = raw.pods[i]
         metadata = pod.metadata
         if placement.gpu_groups:      # the pod runs in its shared GPU; a new group becomes a shared device
             metadata = _copy(metadata, labels={**(metadata.labels or {}), **group_labels(placement.gpu_groups)})
         raw.pods[i] = _copy(pod, spec=_copy(pod.spec, node_name=result.state.nodes[placement.node].name),
-                            metadata=metadata, status=_phase(pod.status, "Running"))
+                            metadata=metadata, status=_copy(_phase(pod.status, "Running"), nominated_node_name=None))
+    _nominate(raw.pods, nominated)
     if result.stale is not None:
         _apply_annotations(raw.pod_groups, result.stale.annotations())
     return terminating
+
+
+def _nominate(pods: list, nominated: dict[int, str]) -> None:
+    """What kai-cp writes on the pods of the preemptors it pipelines (`status.nominatedNodeName`,
+    as kube-scheduler on a preemptor): the next cycle serves them first
+    (kai_cp.actions.allocate.run_allocate), so the evictions made for them are not given to
+    another job. Jobs pipelined onto pods that were terminating anyway are re-decided, as KAI
+    does. A nomination lasts one cycle: a pending pod not pipelined again loses it."""
+    for i, pod in enumerate(pods):
+        node = nominated.get(i)
+        status = pod.status
+        if node is not None:
+            if status is None or status.nominated_node_name != node:
+                pods[i] = _copy(pod, status=_copy(status or PodStatus(phase="Pending"), nominated_node_name=node))
+        elif status is not None and status.nominated_node_name is not None and (status.phase or "Pending") == "Pending":
+            pods[i] = _copy(pod, status=_copy(status, nominated_node_name=None))
 
 
 def _copy(model, **changes):

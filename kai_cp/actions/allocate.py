@@ -163,7 +163,9 @@ class Allocator:
                 self._failed[shape] = (len(s._log),) + self._failure
             return False
         if pipeline_only or should_pipeline(job, s):
-            s.convert_to_pipelined(job)
+            # An eviction action's preemptor waits for its victims, but the pods allocate bound on
+            # their nominated nodes (previous cycle's evictions) keep their binding.
+            s.convert_to_pipelined(job, keep_nominated=pipeline_only)
         return True
 
     def _shape(self, job: JobInfo, tasks: list[TaskInfo]) -> tuple:
@@ -271,16 +273,65 @@ def within_queue_depth(jobs: list[JobInfo], depth: int | None, session: Session)
     return [j for j in jobs if j.name in kept]
 
 
+def nominated_jobs(state: ClusterState, jobs: list[JobInfo]) -> list[JobInfo]:
+    """Jobs with a pending pod nominated to an existing node: pipelined by the previous cycle
+    (kai-cp writes `status.nominatedNodeName` on the pods it pipelines, as kube-scheduler does on
+    a preemptor's)."""
+    index = state.table.index
+    return [j for j in jobs if any(t.nominated_node in index for ps in j.podsets.values() for t in ps.pending)]
+
+
+def nominated_tasks(state: ClusterState, job: JobInfo, session: Session) -> list[TaskInfo]:
+    """The job's nominated pending pods, when they alone keep every PodSet at its minimum (else
+    none: the job is served in KAI's order with the rest of its pods)."""
+    index = state.table.index
+    out = []
+    for ps in job.podsets.values():
+        mine = [t for t in ps.pending if t.nominated_node in index and t.key not in session.placements]
+        if session.active_allocated(job, ps.name) + len(mine) < ps.min_available:
+            return []
+        out += mine
+    return out
+
+
 def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyResult:
-    """KAI's allocate action over all schedulable jobs, in KAI's queue and job order."""
+    """KAI's allocate action over all schedulable jobs, in KAI's queue and job order.
+
+    One departure from KAI: the jobs pipelined by the previous cycle get one attempt first, in
+    KAI's order among themselves, for their nominated pods only (so they do not take what is
+    nominated to another job), and then queue as usual. KAI
+    re-decides a pipelined job from scratch, so the capacity its evictions freed can go to a job
+    its queue order now puts first, often the recreated victims, which the next reclaim evicts
+    again (the loop of tests/fixtures/evictions/greedy_reclaim_loop.json); kube-scheduler serves a
+    nominated preemptor before lower-priority pods the same way. Its nodes are KAI's node order's
+    choice (the nominatednode score is left out for that attempt): the freed capacity is where the
+    job fits, and KAI's own choice of which pod goes where is kept (reclaim_test__040)."""
     session = session or Session.open(state)
     if not state.config.may_allocate:
         return GreedyResult(session, [], {})
     alloc = Allocator(state, session)
     jobs = within_queue_depth(state.schedulable_jobs(), state.config.queue_depth_per_action.get("allocate"), session)
-    queue = JobQueue(session, jobs)
     outcomes: dict[str, JobOutcome] = {}
     order: list[str] = []
+    first = JobQueue(session, nominated_jobs(state, jobs))
+    while first:
+        job = first.pop()
+        if job is None:
+            break
+        tasks = nominated_tasks(state, job, session)
+        if not tasks:
+            continue
+        out = outcomes[job.name] = JobOutcome(job.name, rank=len(order))
+        order.append(job.name)
+        out.attempts += 1
+        alloc.fitter.nominated_bonus = False
+        try:
+            out.started = alloc.attempt_tasks(job, tasks, out)
+        finally:
+            alloc.fitter.nominated_bonus = True
+    # A nominated job that failed its attempt is done, as any job whose attempt fails (4.2).
+    queue = JobQueue(session, [j for j in jobs if j.name not in outcomes or (outcomes[j.name].started and any(
+        t.key not in session.placements for t in j.tasks if t.status == PENDING))])
     while queue:
         job = queue.pop()
         if job is None:

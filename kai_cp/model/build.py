@@ -22,16 +22,18 @@ from kai_cp.model.objective import SAFE_OBJECTIVE, shrink_lowest
 from kai_cp.model.order import KaiOrder
 from kai_cp.model.pipeline import Pipelining
 from kai_cp.model.placement import Placement
+from kai_cp.model.nominated import NominatedFirst
 from kai_cp.model.priority_inversion import NoPriorityInversion
 from kai_cp.model.quota import QueueQuota
 from kai_cp.model.stability import KeepGreedyNodes
 from kai_cp.model.topology import Compactness, Topology
 from kai_cp.model.utilisation import Utilisation
+from kai_cp.model.victim_growth import NoVictimGrowth
 from kai_cp.state import ClusterState
 
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
 CONSTRAINTS: tuple[Concern, ...] = (Evictions(), NodeCapacity(), Gang(), EvictionFocus(), NoPriorityInversion(),
-                                     QueueQuota(), Topology(), AntiAffinity())
+                                     NoVictimGrowth(), NominatedFirst(), QueueQuota(), Topology(), AntiAffinity())
 OBJECTIVE_LEVELS: tuple[tuple[Concern, ...], ...] = (
     (KeepGreedyNodes(), Placement(), Pipelining(), Compactness(), GpuSharing(), Fragmentation()),   # soft preferences
     (Utilisation(), VictimCost()),

@@ -35,7 +35,9 @@ def decode(ctx: ModelContext, counts: np.ndarray) -> Session:
         return any(_legal(u, job) for n, _ in per_class[c] for u in lost.get(n, ()))
     greedy_node = {k: p.node for k, p in ctx.greedy.session.placements.items()}
     pair_of = {(int(c), int(n)): i for i, (c, n) in enumerate(zip(ctx.pair_class.tolist(), ctx.pair_node.tolist()))}
-    for c in sorted(per_class, key=lambda c: (takes_freed(c), rank[ctx.classes[c].job.name], c)):
+    first = ctx.extensions.get("nominated-first", ())       # kai_cp/model/nominated.py: bound, on idle
+    for c in sorted(per_class, key=lambda c: (ctx.classes[c].job.name not in first, takes_freed(c),
+                                              rank[ctx.classes[c].job.name], c)):
         assigned = _assign(ctx.classes[c].tasks, per_class[c], greedy_node)
         if ctx.classes[c].tasks[0].request.is_shared_gpu:
             chunks: dict[int, list] = {}

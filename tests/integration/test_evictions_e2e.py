@@ -59,6 +59,12 @@ def _finish(kube, shard, pods) -> None:
         kube.delete(object_path("v1", "pods", shard, p["metadata"]["name"]), gracePeriodSeconds=0)
 
 
+def _nominated(kube, shard, job, node, n):
+    ps = _pods(kube, shard, job)
+    return ps if len(ps) == n and all((p.get("status") or {}).get("nominatedNodeName") == node
+                                      for p in ps.values()) else None
+
+
 def _evict_events(kube, shard, job):
     return [e for e in _items(kube, "v1", "events", shard)
             if e["reason"] == "Evict" and e["involvedObject"]["name"] == job]
@@ -89,6 +95,9 @@ def test_reclaim_evicts_an_over_share_queue_for_a_starved_one(apiserver, shard, 
         assert f"was preempted by workload {shard}/w" in conds["DisruptionTarget"]["message"]
     assert not any(p["spec"].get("nodeName") for p in _pods(kube, shard, "w").values()), \
         "the gang waits for its victims to leave (pipelined, not bound)"
+    # The preemptor's pods are nominated to the node their victims leave (kube-scheduler's
+    # nominatedNodeName), so the next cycles serve them first there.
+    wait_for(lambda: _nominated(kube, shard, "w", f"{shard}-n0", 2), 15, what="the gang nominated to n0")
     events = wait_for(lambda: _evict_events(kube, shard, "r0") or None, 15, what="Evict event on r0")
     ann = events[0]["metadata"]["annotations"]
     assert ann == {"num-evicted-pods": "1", "evictor-pod-group-name": "w", "evictor-pod-group-namespace": shard,
