@@ -49,7 +49,7 @@ def _child(path: str, engine: str, time_limit: float) -> None:
 
     t_imports = time.perf_counter() - t0
     t = time.perf_counter()
-    loaded = _load(path)
+    loaded = _load(path, pod_views=True)     # as `kai-cp solve`
     t_load = time.perf_counter() - t
     t = time.perf_counter()
     state = build_cluster_state(loaded)

@@ -95,9 +95,11 @@ def _settings(args: argparse.Namespace):
                          log=args.verbose, now=args.now)
 
 
-def _load(path: str):
+def _load(path: str, *, pod_views: bool = False):
+    """`pod_views`: pods as lean views (kai_cp/podview.py), for a run that never writes the
+    snapshot back (solve); simulate writes snapshots and keeps full models."""
     from kai_cp.loader import load_snapshot
-    loaded = load_snapshot(path)
+    loaded = load_snapshot(path, pod_views=pod_views)
     # The snapshot's objects live for the whole run and hold no garbage cycles: keep the
     # collector from rescanning them (a full scan of a 100k-pod snapshot costs ~1.5 s).
     gc.freeze()
@@ -108,7 +110,7 @@ def _solve(args: argparse.Namespace) -> int:
     from kai_cp.cycle import run_cycle
     from kai_cp.loader import write_json_atomic
     from kai_cp.state import build_cluster_state
-    loaded = _load(args.snapshot)
+    loaded = _load(args.snapshot, pod_views=True)
     state = build_cluster_state(loaded)
     result = run_cycle(state, _settings(args))
     if _FAST_EXIT:
