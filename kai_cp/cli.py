@@ -106,12 +106,22 @@ def _load(path: str, *, pod_views: bool = False):
     return loaded
 
 
+def _state(loaded):
+    """The cycle's cluster state. Like the snapshot it lives for the whole (one-cycle) run: a big
+    one is frozen too, so the collector does not rescan it (at 10,000 nodes ~0.2 s for the
+    first pass after the build alone)."""
+    from kai_cp.gcpause import gc_paused
+    from kai_cp.loader import _FREEZE_MIN_OBJECTS
+    from kai_cp.state import build_cluster_state
+    with gc_paused(freeze_min_objects=_FREEZE_MIN_OBJECTS):
+        return build_cluster_state(loaded)
+
+
 def _solve(args: argparse.Namespace) -> int:
     from kai_cp.cycle import run_cycle
     from kai_cp.loader import write_json_atomic
-    from kai_cp.state import build_cluster_state
     loaded = _load(args.snapshot, pod_views=True)
-    state = build_cluster_state(loaded)
+    state = _state(loaded)
     result = run_cycle(state, _settings(args))
     if _FAST_EXIT:
         _KEEP.append((loaded, state, result))

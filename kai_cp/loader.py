@@ -15,6 +15,10 @@ loaded objects are moved to the collector's permanent generation (`gc.freeze()`)
 later collections do not rescan them either. They are still freed by reference counting
 when dropped; the loaded objects hold no reference cycles. Objects are validated a chunk
 per pydantic call (see `_load_list`). Figures: bench/bench_load.py.
+
+`kai-cp solve` loads pods as views instead (`load_snapshot(pod_views=True)`,
+kai_cp/podview.py): decoded from the JSON straight into typed structs, without the dicts and
+the pydantic models; at 10,000 nodes load + state 6.6 -> 3.8 CPU s, peak 2,037 -> 1,030 MiB.
 """
 
 from __future__ import annotations
