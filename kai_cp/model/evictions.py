@@ -417,7 +417,9 @@ class Evictions:
                 m.add(sum(ws) <= extra + (minimum * y if y is not None else 0))
             if not total_pods:
                 continue
-            for v in {v for v, _ in total_pods}:
+            # Each variable once, in order of first use: a set of IntVars (hashed by address)
+            # ordered these rows differently from run to run, and the model proto with them.
+            for v in dict.fromkeys(v for v, _ in total_pods):
                 ub = len(u.tasks)
                 m.add(v <= ub * sum(lits))
             unit_vars.append((u, plan))
