@@ -107,15 +107,19 @@ def _whole_domains(nodes: np.ndarray, ub: np.ndarray, grouping, size: int, multi
     class alone first, best fit (least room) first, until they could hold `target` pods; at least
     two domains, so the model has a choice greedy did not make (`multiple` x `size` pods)."""
     constraint, level = grouping
+    count = constraint.tree.count(level)
     dom = constraint.tree.domain_of(level)[nodes]
-    cap = np.zeros(constraint.tree.count(level), dtype=np.int64)
-    np.add.at(cap, dom, np.minimum(ub, 1 << 20))
-    doms = np.unique(dom)
+    # Per-domain sums by bincount (exact: at most 1,000s of nodes x 2^20 < 2^53), the domains
+    # present and the chosen ones' nodes by masks: np.add.at / np.unique / np.isin cost more.
+    cap = np.bincount(dom, weights=np.minimum(ub, 1 << 20), minlength=count).astype(np.int64)
+    doms = np.flatnonzero(np.bincount(dom, minlength=count))
     order = np.lexsort((doms, cap[doms], cap[doms] < size))
     doms = doms[order]
     cum = np.cumsum(cap[doms])
     n = max(2, int(np.searchsorted(cum, multiple * size)) + 1)
-    return nodes[np.isin(dom, doms[:n])]
+    chosen = np.zeros(count, dtype=bool)
+    chosen[doms[:n]] = True
+    return nodes[chosen[dom]]
 
 
 def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None = None,
@@ -141,11 +145,12 @@ class _Memo:
     def __init__(self, state: ClusterState, pool) -> None:
         self.state = state
         self.pool = pool
-        self.ranked: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}   # ranked candidates per key
+        self.ranked: dict[tuple, tuple] = {}    # key -> ranked nodes, their bounds, cumulative, raw bounds
         self.shared: dict[object, np.ndarray] = {}       # request -> shared_bound
         self.blocked: dict[tuple, bool] = {}              # (queue, preemptible, request vector) -> blocked
         self.domains: dict[tuple, np.ndarray] = {}        # _whole_domains per (key, grouping, size, multiple)
         self.classes: dict[int, tuple] = {}               # class -> (blocked, allowed, reach, key, grouping)
+        self.podsets: dict[tuple[str, str], tuple] = {}   # (job, podset) -> (allowed nodes, grouping level)
 
     def shared_bound(self, request) -> np.ndarray:
         hit = self.shared.get(request)
@@ -166,12 +171,16 @@ class _Memo:
             hit = self.classes[c.index] = (True, None, None, None, None)
             return hit
         request = c.tasks[0].request
-        allowed = allowed_nodes(state, c.job, c.podset)
+        scoped = self.podsets.get((c.job.name, c.podset))
+        if scoped is None:
+            scoped = self.podsets[(c.job.name, c.podset)] = (allowed_nodes(state, c.job, c.podset),
+                                                             grouping_level(c.job, c.podset))
+        allowed, grouping = scoped
         reach = reach_for(self.pool, c.job) if not request.is_shared_gpu else None
         key = (c.vec.tobytes(), c.tasks[0].predicate_key, request.best_effort, request.kind,
                request.gpu_portion, request.gpu_memory, request.devices,
                None if allowed is None else allowed.tobytes(), None if reach is None else (c.job.queue, c.job.priority))
-        hit = self.classes[c.index] = (False, allowed, reach, key, grouping_level(c.job, c.podset))
+        hit = self.classes[c.index] = (False, allowed, reach, key, grouping)
         return hit
 
 
@@ -203,13 +212,16 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         if blocked:
             continue
         best_effort = c.tasks[0].request.best_effort
-        free_c = free0 if reach is None else free0 + reach
         cached = memo.ranked.get(key)
         if cached is None:
+            free_c = free0 if reach is None else free0 + reach
             static = state.predicates.mask(c.tasks[0].predicate_key) & types_of(state).mask(c.tasks[0].request)
             if allowed is not None:
                 static = static & allowed
-            ub = _per_node_bound(free_c, c.vec) if not best_effort else np.full(len(state.nodes), 1 << 40)
+            # Pods of the class each node holds alone (with what its legal victims free); kept
+            # whole, as the selected pairs' bounds read it too.
+            raw = _per_node_bound(free_c, c.vec) if not best_effort else None
+            ub = raw if not best_effort else np.full(len(state.nodes), 1 << 40)
             if c.tasks[0].request.is_shared_gpu:
                 ub = np.minimum(ub, memo.shared_bound(c.tasks[0].request))
             nodes = np.nonzero(static & (ub > 0))[0]
@@ -220,11 +232,14 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
             if frag is not None:      # least fragmentation first (model/fragmentation.py)
                 prim = np.where(np.isfinite(frag[nodes]), frag[nodes], 1e18)
             after = _per_node_bound(free_after[nodes], c.vec) if not best_effort else ub[nodes]
-            without = _per_node_bound(free0[nodes], c.vec) if not best_effort else ub[nodes]
+            if best_effort:
+                without = ub[nodes]
+            else:           # raw is the bound on free0 itself when no victims add to it
+                without = raw[nodes] if reach is None else _per_node_bound(free0[nodes], c.vec)
             order = np.lexsort((nodes, prim, after <= 0, without <= 0))
             nodes = nodes[order]
-            cached = memo.ranked[key] = (nodes, ub[nodes], np.cumsum(np.minimum(ub[nodes], 1 << 20)))
-        nodes, ub, cum = cached
+            cached = memo.ranked[key] = (nodes, ub[nodes], np.cumsum(np.minimum(ub[nodes], 1 << 20)), raw)
+        nodes, ub, cum, raw = cached
         if len(nodes) == 0:
             continue
         k = int(np.searchsorted(cum, multiple * c.size)) + 1
@@ -244,8 +259,7 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
             # set operations cost more than the sets do at this size.
             extra = np.array(sorted(set(g).difference(chosen.tolist())), dtype=np.int64)
             chosen = np.concatenate([chosen, extra])
-        sel_ub = np.minimum(_per_node_bound(free_c[chosen], c.vec) if not best_effort else np.full(len(chosen), c.size),
-                            c.size)
+        sel_ub = np.minimum(raw[chosen] if not best_effort else np.full(len(chosen), c.size), c.size)
         if c.tasks[0].request.is_shared_gpu:
             sel_ub = np.minimum(sel_ub, memo.shared_bound(c.tasks[0].request)[chosen])
         used += len(chosen)
