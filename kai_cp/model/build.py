@@ -75,6 +75,18 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
 
 
 def _hint(ctx: ModelContext) -> None:
-    """Hint every decision variable: greedy's decisions, extended by improve_hint."""
+    """Hint every decision variable: greedy's decisions, extended by improve_hint. Written into
+    the proto at once, as cp_model's add_hint writes each (a negated literal hints its variable
+    with the opposite value); add_hint per variable was ~5% of the build at 1,000 nodes."""
+    variables, values = [], []
     for var, value in ctx.hints.values():
-        ctx.model.add_hint(var, value)
+        if var.index >= 0:
+            variables.append(var.index)
+            values.append(int(value))
+        else:
+            variables.append(ctx.model.negated(var.index))
+            values.append(int(not value))
+    if variables:             # (reading solution_hint creates it: an empty one would be written)
+        hint = ctx.model.proto.solution_hint
+        hint.vars.extend(variables)
+        hint.values.extend(values)
