@@ -158,6 +158,7 @@ class NextCycleOrder:
         if plan is None:
             plan = self._plan[victim_queue] = {}
         keys = self._keys
+        ranks: dict[str, tuple] = {}          # victim branch -> its rank without the victim
         out = []
         for r in reclaimers:
             entry = plan.get(r)
@@ -167,10 +168,13 @@ class NextCycleOrder:
                 out.append(r)
                 continue
             lk, vb = entry
-            rk = keys.get((vb, vreq))
+            rk = ranks.get(vb)
             if rk is None:
-                va = [float(self.state.queues[vb].allocated[x]) - vreq[i] for i, x in enumerate(RESOURCES)]
-                rk = keys[(vb, vreq)] = queue_rank(self.views[vb], va, list(vreq))
+                rk = keys.get((vb, vreq))
+                if rk is None:
+                    va = [float(self.state.queues[vb].allocated[x]) - vreq[i] for i, x in enumerate(RESOURCES)]
+                    rk = keys[(vb, vreq)] = queue_rank(self.views[vb], va, list(vreq))
+                ranks[vb] = rk
             if rank_less(lk, rk):
                 out.append(r)
         return frozenset(out)
