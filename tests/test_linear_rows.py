@@ -8,7 +8,7 @@ import tempfile
 import numpy as np
 from ortools.sat.python import cp_model
 
-from kai_cp.model.linear_rows import INT64_MAX, INT64_MIN, add_le_rows, add_rows
+from kai_cp.model.linear_rows import INT64_MAX, INT64_MIN, add_le_rows, add_rows, maximize
 
 
 def _proto_bytes(model: cp_model.CpModel) -> bytes:
@@ -78,3 +78,12 @@ def test_cp_model_forms_the_bulk_rows_reproduce() -> None:
     add_rows(bulk, np.array([0, 0, 1, 1, 1]), np.array([0, 2, 0, 1, 2]), np.array([2, -5, -2, -3, 5]),
              np.array([INT64_MIN, -7]), np.array([7, INT64_MAX]))
     assert _proto_bytes(bulk) == _proto_bytes(m)
+
+
+def test_maximize_writes_what_cp_model_writes() -> None:
+    one, xs, bulk = _models(6)
+    variables, coefficients = [xs[3], xs[0], xs[3], xs[5], xs[1]], [4, -2, 3, 0, 7]
+    one.maximize(cp_model.LinearExpr.weighted_sum(variables, coefficients))
+    maximize(bulk, [bulk.get_int_var_from_proto_index(v.index) for v in variables], coefficients)
+    assert _proto_bytes(bulk) == _proto_bytes(one)
+    assert bulk.proto.objective.scaling_factor == -1.0

@@ -15,6 +15,7 @@ from kai_cp.model.candidates import build_classes, greedy_class_nodes, pair_coun
 from kai_cp.model.gang import Gang
 from kai_cp.model.fragmentation import Fragmentation
 from kai_cp.model.gpu_sharing import GpuSharing
+from kai_cp.model.linear_rows import maximize
 from kai_cp.model.node_capacity import NodeCapacity
 from kai_cp.model.objective import SAFE_OBJECTIVE, shrink_lowest
 from kai_cp.model.order import KaiOrder
@@ -70,7 +71,7 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     variables = [v for t in ctx.terms for v in t.variables]
     coefficients = [c for t in ctx.terms for c in t.coefficients]
     if variables:
-        model.maximize(cp_model.LinearExpr.weighted_sum(variables, coefficients))
+        maximize(model, variables, coefficients)
     return ctx
 
 

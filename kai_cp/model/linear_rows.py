@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 from ortools.sat.python import cp_model
+from ortools.sat.python import cp_model_helper
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -59,3 +60,16 @@ def add_rows(model: cp_model.CpModel, row: np.ndarray, var: np.ndarray, coef: np
         linear.vars.extend(variables[s:e])
         linear.coeffs.extend(coefficients[s:e])
         linear.domain.extend((lows[i], highs[i]))
+
+
+def maximize(model: cp_model.CpModel, variables: list, coefficients: list[int]) -> None:
+    """model.maximize(weighted_sum(variables, coefficients)) for integer coefficients, written as
+    cp_model writes it (its flattened expression, negated, scaling factor -1) with one extend per
+    field: cp_model appends term by term, ~5% of the build at 8,000 terms."""
+    flat = cp_model_helper.FlatIntExpr(cp_model.LinearExpr.weighted_sum(variables, coefficients))
+    model.clear_objective()
+    objective = model.proto.objective
+    objective.vars.extend([v.index for v in flat.vars])
+    objective.scaling_factor = -1.0
+    objective.offset = -flat.offset
+    objective.coeffs.extend([-c for c in flat.coeffs])
