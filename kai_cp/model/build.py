@@ -17,6 +17,7 @@ from kai_cp.model.candidates import build_classes, greedy_class_nodes, pair_coun
 from kai_cp.model.gang import Gang
 from kai_cp.model.fragmentation import Fragmentation
 from kai_cp.model.gpu_sharing import GpuSharing
+from kai_cp.model.linear_rows import maximize
 from kai_cp.model.node_capacity import NodeCapacity
 from kai_cp.model.objective import SAFE_OBJECTIVE, shrink_lowest
 from kai_cp.model.order import KaiOrder
@@ -90,11 +91,23 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     variables = [v for t in ctx.terms for v in t.variables]
     coefficients = [c for t in ctx.terms for c in t.coefficients]
     if variables:
-        model.maximize(cp_model.LinearExpr.weighted_sum(variables, coefficients))
+        maximize(model, variables, coefficients)
     return ctx
 
 
 def _hint(ctx: ModelContext) -> None:
-    """Hint every decision variable: greedy's decisions, extended by improve_hint."""
+    """Hint every decision variable: greedy's decisions, extended by improve_hint. Written into
+    the proto at once, as cp_model's add_hint writes each (a negated literal hints its variable
+    with the opposite value); add_hint per variable was ~5% of the build at 1,000 nodes."""
+    variables, values = [], []
     for var, value in ctx.hints.values():
-        ctx.model.add_hint(var, value)
+        if var.index >= 0:
+            variables.append(var.index)
+            values.append(int(value))
+        else:
+            variables.append(ctx.model.negated(var.index))
+            values.append(int(not value))
+    if variables:             # (reading solution_hint creates it: an empty one would be written)
+        hint = ctx.model.proto.solution_hint
+        hint.vars.extend(variables)
+        hint.values.extend(values)

@@ -107,15 +107,19 @@ def _whole_domains(nodes: np.ndarray, ub: np.ndarray, grouping, size: int, multi
     class alone first, best fit (least room) first, until they could hold `target` pods; at least
     two domains, so the model has a choice greedy did not make (`multiple` x `size` pods)."""
     constraint, level = grouping
+    count = constraint.tree.count(level)
     dom = constraint.tree.domain_of(level)[nodes]
-    cap = np.zeros(constraint.tree.count(level), dtype=np.int64)
-    np.add.at(cap, dom, np.minimum(ub, 1 << 20))
-    doms = np.unique(dom)
+    # Per-domain sums by bincount (exact: at most 1,000s of nodes x 2^20 < 2^53), the domains
+    # present and the chosen ones' nodes by masks: np.add.at / np.unique / np.isin cost more.
+    cap = np.bincount(dom, weights=np.minimum(ub, 1 << 20), minlength=count).astype(np.int64)
+    doms = np.flatnonzero(np.bincount(dom, minlength=count))
     order = np.lexsort((doms, cap[doms], cap[doms] < size))
     doms = doms[order]
     cum = np.cumsum(cap[doms])
     n = max(2, int(np.searchsorted(cum, multiple * size)) + 1)
-    return nodes[np.isin(dom, doms[:n])]
+    chosen = np.zeros(count, dtype=bool)
+    chosen[doms[:n]] = True
+    return nodes[chosen[dom]]
 
 
 def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None = None,
@@ -126,16 +130,62 @@ def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodCla
     starts 1,277 instead of 1,270 gangs; on 1,000 nodes (narrow 1.5x) the outcome is the same,
     and a 3x narrow model or a doubled pair budget leaves the solver too little time on the
     oversubscribed 1,000-node benchmark (bench/bench_cycle.py)."""
-    ranked: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    wide = _select(state, greedy, classes, budget, greedy_nodes, CAPACITY_MULTIPLE, MIN_NODES_PER_CLASS, ranked, pool)
+    memo = _Memo(state, pool)
+    wide = _select(state, greedy, classes, budget, greedy_nodes, CAPACITY_MULTIPLE, MIN_NODES_PER_CLASS, memo)
     if budget is None or len(wide[0]) <= WIDE_SHARE * budget:
         return wide
-    return _select(state, greedy, classes, budget, greedy_nodes, NARROW_MULTIPLE, 1, ranked, pool)
+    return _select(state, greedy, classes, budget, greedy_nodes, NARROW_MULTIPLE, 1, memo)
+
+
+class _Memo:
+    """What candidate selection would otherwise recompute for each class and again in the narrow
+    pass: classes of one job, request and queue share their answers (a shared-GPU class's bound
+    was computed twice per class and pass, a third of the selection on GPU-sharing clusters)."""
+
+    def __init__(self, state: ClusterState, pool) -> None:
+        self.state = state
+        self.pool = pool
+        self.ranked: dict[tuple, tuple] = {}    # key -> ranked nodes, their bounds, cumulative, raw bounds
+        self.shared: dict[object, np.ndarray] = {}       # request -> shared_bound
+        self.blocked: dict[tuple, bool] = {}              # (queue, preemptible, request vector) -> blocked
+        self.domains: dict[tuple, np.ndarray] = {}        # _whole_domains per (key, grouping, size, multiple)
+        self.classes: dict[int, tuple] = {}               # class -> (blocked, allowed, reach, key, grouping)
+        self.podsets: dict[tuple[str, str], tuple] = {}   # (job, podset) -> (allowed nodes, grouping level)
+
+    def shared_bound(self, request) -> np.ndarray:
+        hit = self.shared.get(request)
+        if hit is None:
+            hit = self.shared[request] = shared_bound(request, _ledger(self.state), self.state.table.free)
+        return hit
+
+    def of_class(self, c: PodClass) -> tuple:
+        hit = self.classes.get(c.index)
+        if hit is not None:
+            return hit
+        state = self.state
+        bkey = (c.job.queue, c.job.preemptible, c.vec.tobytes())
+        blocked = self.blocked.get(bkey)
+        if blocked is None:
+            blocked = self.blocked[bkey] = _blocked_by_queue(state, c)
+        if blocked:
+            hit = self.classes[c.index] = (True, None, None, None, None)
+            return hit
+        request = c.tasks[0].request
+        scoped = self.podsets.get((c.job.name, c.podset))
+        if scoped is None:
+            scoped = self.podsets[(c.job.name, c.podset)] = (allowed_nodes(state, c.job, c.podset),
+                                                             grouping_level(c.job, c.podset))
+        allowed, grouping = scoped
+        reach = reach_for(self.pool, c.job) if not request.is_shared_gpu else None
+        key = (c.vec.tobytes(), c.tasks[0].predicate_key, request.best_effort, request.kind,
+               request.gpu_portion, request.gpu_memory, request.devices,
+               None if allowed is None else allowed.tobytes(), None if reach is None else (c.job.queue, c.job.priority))
+        hit = self.classes[c.index] = (False, allowed, reach, key, grouping)
+        return hit
 
 
 def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None,
-            greedy_nodes: dict[int, list[int]] | None, multiple: float, min_nodes: int,
-            ranked_cache: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]], pool=None
+            greedy_nodes: dict[int, list[int]] | None, multiple: float, min_nodes: int, memo: _Memo
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(class index, node index, upper bound) per candidate pair.
 
@@ -158,23 +208,22 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
     for c in sorted(classes, key=lambda c: (c.job.name not in started, c.index)):
         if c.job.name not in started and budget is not None and used >= budget:
             break
-        if _blocked_by_queue(state, c):
+        blocked, allowed, reach, key, grouping = memo.of_class(c)
+        if blocked:
             continue
         best_effort = c.tasks[0].request.best_effort
-        allowed = allowed_nodes(state, c.job, c.podset)
-        reach = reach_for(pool, c.job) if not c.tasks[0].request.is_shared_gpu else None
-        key = (c.vec.tobytes(), c.tasks[0].predicate_key, best_effort, c.tasks[0].request.kind,
-               c.tasks[0].request.gpu_portion, c.tasks[0].request.gpu_memory, c.tasks[0].request.devices,
-               None if allowed is None else allowed.tobytes(), None if reach is None else (c.job.queue, c.job.priority))
-        free_c = free0 if reach is None else free0 + reach
-        cached = ranked_cache.get(key)
+        cached = memo.ranked.get(key)
         if cached is None:
+            free_c = free0 if reach is None else free0 + reach
             static = state.predicates.mask(c.tasks[0].predicate_key) & types_of(state).mask(c.tasks[0].request)
             if allowed is not None:
                 static = static & allowed
-            ub = _per_node_bound(free_c, c.vec) if not best_effort else np.full(len(state.nodes), 1 << 40)
+            # Pods of the class each node holds alone (with what its legal victims free); kept
+            # whole, as the selected pairs' bounds read it too.
+            raw = _per_node_bound(free_c, c.vec) if not best_effort else None
+            ub = raw if not best_effort else np.full(len(state.nodes), 1 << 40)
             if c.tasks[0].request.is_shared_gpu:
-                ub = np.minimum(ub, shared_bound(c.tasks[0].request, _ledger(state), free0))
+                ub = np.minimum(ub, memo.shared_bound(c.tasks[0].request))
             nodes = np.nonzero(static & (ub > 0))[0]
             col = 2 if c.gpus > 0 else 0
             spread = (state.config.gpu_placement if c.gpus else state.config.cpu_placement) == "spread"
@@ -183,27 +232,36 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
             if frag is not None:      # least fragmentation first (model/fragmentation.py)
                 prim = np.where(np.isfinite(frag[nodes]), frag[nodes], 1e18)
             after = _per_node_bound(free_after[nodes], c.vec) if not best_effort else ub[nodes]
-            without = _per_node_bound(free0[nodes], c.vec) if not best_effort else ub[nodes]
+            if best_effort:
+                without = ub[nodes]
+            else:           # raw is the bound on free0 itself when no victims add to it
+                without = raw[nodes] if reach is None else _per_node_bound(free0[nodes], c.vec)
             order = np.lexsort((nodes, prim, after <= 0, without <= 0))
             nodes = nodes[order]
-            cached = ranked_cache[key] = (nodes, ub[nodes], np.cumsum(np.minimum(ub[nodes], 1 << 20)))
-        nodes, ub, cum = cached
+            cached = memo.ranked[key] = (nodes, ub[nodes], np.cumsum(np.minimum(ub[nodes], 1 << 20)), raw)
+        nodes, ub, cum, raw = cached
         if len(nodes) == 0:
             continue
         k = int(np.searchsorted(cum, multiple * c.size)) + 1
         k = max(min_nodes, k)
         if budget is not None and used >= budget:
             k = 0                     # over budget: only greedy's own nodes
-        grouping = grouping_level(c.job, c.podset)
-        chosen = nodes[:k] if grouping is None or k == 0 else _whole_domains(nodes, ub, grouping, c.size, multiple)
+        if grouping is None or k == 0:
+            chosen = nodes[:k]
+        else:
+            dkey = (key, id(grouping[0]), grouping[1], c.size, multiple)
+            chosen = memo.domains.get(dkey)
+            if chosen is None:
+                chosen = memo.domains[dkey] = _whole_domains(nodes, ub, grouping, c.size, multiple)
         g = greedy_nodes.get(c.index)
         if g:
-            extra = np.setdiff1d(np.unique(g), chosen)
+            # np.setdiff1d(np.unique(g), chosen), on sets: a few nodes each, and numpy's
+            # set operations cost more than the sets do at this size.
+            extra = np.array(sorted(set(g).difference(chosen.tolist())), dtype=np.int64)
             chosen = np.concatenate([chosen, extra])
-        sel_ub = np.minimum(_per_node_bound(free_c[chosen], c.vec) if not best_effort else np.full(len(chosen), c.size),
-                            c.size)
+        sel_ub = np.minimum(raw[chosen] if not best_effort else np.full(len(chosen), c.size), c.size)
         if c.tasks[0].request.is_shared_gpu:
-            sel_ub = np.minimum(sel_ub, shared_bound(c.tasks[0].request, _ledger(state), free0)[chosen])
+            sel_ub = np.minimum(sel_ub, memo.shared_bound(c.tasks[0].request)[chosen])
         used += len(chosen)
         cls_out.append(np.full(len(chosen), c.index, dtype=np.int64))
         node_out.append(chosen.astype(np.int64))

@@ -116,8 +116,11 @@ def _plan(ctx, em, c, need: int, pairs: list[int], avail: np.ndarray, on_node: d
     def fit(n: int) -> int:
         return int((avail[n, nz] // vec[nz]).min()) if nz.any() else need
 
-    # nodes that fit without evicting first, then the ones with most legal capacity to free
-    order = sorted(pairs, key=lambda i: (fit(int(ctx.pair_node[i])) <= 0, int(ctx.pair_node[i])))
+    # nodes that fit without evicting first, then by node (fit() of every pair at once: pairs
+    # of one class are on distinct nodes, so the order is sorted()'s on (fit <= 0, node))
+    nodes = np.asarray(ctx.pair_node[pairs], dtype=np.int64)
+    fits = (avail[nodes][:, nz] // vec[nz]).min(axis=1) if nz.any() else np.full(len(pairs), need)
+    order = [pairs[j] for j in np.lexsort((nodes, fits <= 0)).tolist()]
     for i in order:
         if placed >= need:
             break

@@ -4,9 +4,11 @@ the pods it already runs; elastic pods beyond the minimum may be added once it h
 
 from __future__ import annotations
 
+import numpy as np
 from ortools.sat.python import cp_model
 
 from kai_cp.model.base import ModelContext
+from kai_cp.model.linear_rows import add_le_rows
 
 
 class Gang:
@@ -20,10 +22,17 @@ class Gang:
         pairs_of = {}
         for i, c in enumerate(ctx.pair_class.tolist()):
             pairs_of.setdefault(c, []).append(i)
-        for c in ctx.classes:
-            pairs = pairs_of.get(c.index, [])
-            if pairs and int(ctx.pair_ub[pairs].sum()) > c.size:
-                m.add(cp_model.LinearExpr.sum([ctx.x[p] for p in pairs]) <= c.size)   # a class has only so many pods
+        # A class has only so many pods: where its pairs could hold more, their sum is at most its
+        # size (written in bulk, linear_rows, as cp_model writes sum(...) <= size).
+        pair_class = np.asarray(ctx.pair_class, dtype=np.int64)
+        sizes = np.array([c.size for c in ctx.classes], dtype=np.int64)
+        room = np.bincount(pair_class, weights=ctx.pair_ub, minlength=len(ctx.classes))   # exact: small ints
+        capped = room > sizes
+        row_of = np.cumsum(capped) - 1
+        pairs = np.flatnonzero(capped[pair_class])
+        x_index = np.array([v.index for v in ctx.x], dtype=np.int64)
+        add_le_rows(m, row_of[pair_class[pairs]], x_index[pairs], np.ones(len(pairs), dtype=np.int64),
+                    sizes[capped])
         for job_name, podsets in by_job.items():
             job = ctx.state.jobs[job_name]
             start = m.new_bool_var(f"start[{job_name}]")

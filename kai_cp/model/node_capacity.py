@@ -5,10 +5,9 @@ the candidates could actually exceed the node."""
 from __future__ import annotations
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from kai_cp.model.base import ModelContext
-from kai_cp.model.evictions import freed_terms
+from kai_cp.model.linear_rows import add_le_rows
 
 
 class NodeCapacity:
@@ -18,20 +17,34 @@ class NodeCapacity:
         if len(ctx.pair_node) == 0:
             return
         vecs = np.stack([c.vec for c in ctx.classes])[ctx.pair_class]        # pairs x resources
-        worst = vecs * ctx.pair_ub[:, None]
-        n_nodes = len(ctx.state.nodes)
-        order = np.argsort(ctx.pair_node, kind="stable")
-        bounds = np.searchsorted(ctx.pair_node[order], np.arange(n_nodes + 1))
+        pair_node = np.asarray(ctx.pair_node, dtype=np.int64)
+        n_nodes, width = ctx.free.shape
         freed = ctx.extensions.get("freed", {})
-        for n in np.unique(ctx.pair_node):
-            idx = order[bounds[n]:bounds[n + 1]]
-            if len(idx) < 2 and n not in freed:
-                continue                      # a single pair is bounded by its own upper bound
-            load = worst[idx].sum(axis=0)
-            for r in np.nonzero(load > ctx.free[n])[0]:
-                coeffs = vecs[idx, r]
-                nz = coeffs > 0
-                fv, fc = freed_terms(ctx, int(n), int(r))     # evictions add capacity (model/evictions.py)
-                ctx.model.add(cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx[nz]] + fv,
-                                                               coeffs[nz].tolist() + [-c for c in fc])
-                              <= int(ctx.free[n, r]))
+        # Rows where the candidates could exceed the node: a single pair is bounded by its own
+        # upper bound unless evictions add capacity there. Node then resource order.
+        load = np.zeros((n_nodes, width), dtype=np.int64)
+        np.add.at(load, pair_node, vecs * ctx.pair_ub[:, None])
+        count = np.bincount(pair_node, minlength=n_nodes)
+        checked = count >= 2
+        checked[[n for n in freed if count[n] > 0]] = True
+        needed = checked[:, None] & (load > ctx.free)
+        row_node, row_col = np.nonzero(needed)
+        row_of = np.full((n_nodes, width), -1, dtype=np.int64)
+        row_of[row_node, row_col] = np.arange(len(row_node))
+        # Each row: the pairs on the node that use the resource, less what evictions free there
+        # (model/evictions.py freed_terms); written in bulk (linear_rows), as cp_model writes
+        # `weighted_sum(...) <= free`.
+        pair, col = np.nonzero((vecs > 0) & needed[pair_node])
+        x_index = np.array([v.index for v in ctx.x], dtype=np.int64)
+        rows, variables, coefficients = [row_of[pair_node[pair], col]], [x_index[pair]], [vecs[pair, col]]
+        entries = [(n, v.index, vec) for n, terms in freed.items() if count[n] > 0 for v, vec in terms]
+        if entries:
+            f_node = np.array([n for n, _, _ in entries], dtype=np.int64)
+            f_var = np.array([i for _, i, _ in entries], dtype=np.int64)
+            f_vec = np.array([vec for _, _, vec in entries], dtype=np.int64).reshape(-1, width)
+            entry, col = np.nonzero((f_vec != 0) & needed[f_node])
+            rows.append(row_of[f_node[entry], col])
+            variables.append(f_var[entry])
+            coefficients.append(-f_vec[entry, col])
+        add_le_rows(ctx.model, np.concatenate(rows), np.concatenate(variables), np.concatenate(coefficients),
+                    ctx.free[row_node, row_col])

@@ -5,10 +5,9 @@ but costs, so the model binds on idle resources whenever it can, as KAI's node o
 from __future__ import annotations
 
 import numpy as np
-from ortools.sat.python import cp_model
-
 from kai_cp.model.base import ModelContext
 from kai_cp.model.evictions import freed_max
+from kai_cp.model.linear_rows import INT64_MAX, INT64_MIN, add_rows
 
 
 PENALTY = 30    # per node that has to wait for releasing resources
@@ -27,23 +26,34 @@ class Pipelining:
         vecs = np.stack([c.vec for c in ctx.classes])[ctx.pair_class]
         nodes = [n for n in np.unique(ctx.pair_node) if (releasing[n] > 0).any()]
         uses, weights = [], []
-        session = ctx.greedy.session
-        order = np.argsort(ctx.pair_node, kind="stable")
-        bounds = np.searchsorted(ctx.pair_node[order], np.arange(len(ctx.state.nodes) + 1))
-        piped = {p.node for p in session.placements.values() if p.pipelined}
+        piped = {p.node for p in ctx.greedy.session.placements.values() if p.pipelined}
+        waits = np.full(len(ctx.state.nodes), -1, dtype=np.int64)      # node -> its b's variable index
         for n in nodes:
-            idx = order[bounds[n]:bounds[n + 1]]
             b = ctx.model.new_bool_var(f"pipeline[{n}]")
             ctx.extensions.setdefault("pipeline-b", {})[int(n)] = b
-            for r in np.nonzero(releasing[n] > 0)[0]:
-                coeffs = vecs[idx, r]
-                nz = coeffs > 0
-                if not nz.any():
-                    continue
-                expr = cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx[nz]], coeffs[nz].tolist())
-                ctx.model.add(expr <= int(ctx.idle[n, r]) + int(releasing[n, r]) * b)
             ctx.hint(b, 1 if n in piped else 0)
+            waits[n] = b.index
             uses.append(b)
             weights.append(-PENALTY * ctx.levels.scale)
+        # Per node with b and resource it releases, in node then resource order: the pods placed
+        # there use idle capacity, or releasing capacity too when b. Written in bulk (linear_rows)
+        # in the form cp_model gives `weighted_sum(x) <= idle + releasing * b`: a sum of one term
+        # is an affine expression, written `c * x - releasing * b <= idle`; a longer sum defers to
+        # the right side's `>=`, written `releasing * b - weighted_sum(x) >= -idle`.
+        pair_node = np.asarray(ctx.pair_node, dtype=np.int64)
+        pair, col = np.nonzero((vecs > 0) & (releasing[pair_node] > 0))
+        width = releasing.shape[1]
+        keys = pair_node[pair] * width + col
+        rows = np.unique(keys)
+        row_node, row_col = rows // width, rows % width
+        x_row = np.searchsorted(rows, keys)
+        sign = np.where(np.bincount(x_row, minlength=len(rows)) == 1, 1, -1)      # per row: le or ge form
+        idle = ctx.idle[row_node, row_col].astype(np.int64)
+        x_index = np.array([v.index for v in ctx.x], dtype=np.int64)
+        add_rows(ctx.model,
+                 np.concatenate([x_row, np.arange(len(rows))]),
+                 np.concatenate([x_index[pair], waits[row_node]]),
+                 np.concatenate([sign[x_row] * vecs[pair, col], -sign * releasing[row_node, row_col]]),
+                 np.where(sign == 1, INT64_MIN, -idle), np.where(sign == 1, idle, INT64_MAX))
         ctx.add_term(self.name, uses, weights)
         ctx.levels.added(len(uses) * PENALTY * ctx.levels.scale)   # its range, so higher levels dominate it
