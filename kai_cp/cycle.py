@@ -165,9 +165,10 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         greedy = run_greedy(state, now, evictions=False)
     t1 = time.perf_counter()
     # Past this point the solver would get less than MIN_SOLVE_SECONDS (the budget below keeps at
-    # least DECODE_RESERVE back) and the cycle falls back whatever the model: building it, or
-    # going on building it (seconds at 10,000 nodes), would only make the fallback late.
-    deadline = t0 + settings.time_limit - MIN_SOLVE_SECONDS - DECODE_RESERVE
+    # least this decoding reserve back) and the cycle falls back whatever the model: building it,
+    # or going on building it (seconds at 10,000 nodes), would only make the fallback late.
+    deadline = (t0 + settings.time_limit - MIN_SOLVE_SECONDS - DECODE_RESERVE
+                - DECODE_SECONDS_PER_POD * len(greedy.session.placements))
     if t1 + BUILD_SECONDS_PER_JOB * len(greedy.order) >= deadline:
         stats["fallbackReason"] = "KAI's actions left too little of the cycle's time limit to build the model"
         return CycleResult(state, full.session, full, "greedy", "FALLBACK", None, None,
