@@ -513,11 +513,12 @@ class Evictions:
         for qname in gpu_terms:
             for level in state.queue_path(qname):
                 sub = self._subtree(state, level.name)
-                # A unit only queues inside this level may reclaim is reclaimed below it (not gated
-                # here); one a queue outside may reclaim is counted, whoever reclaims it (the model
-                # does not tell which reclaimer uses a unit; counting it is the safe side).
+                # A unit a queue inside this level may reclaim is taken as reclaimed below it (not
+                # gated here), even when a queue outside uses it (MIXED_RECLAIMERS in
+                # tests/test_eviction_invariants.py; counting such units here instead forbids the
+                # internal reclaims small-s2-full gains from).
                 terms = [(v, c, u) for q in sub for (v, c, u) in gpu_terms.get(q, [])
-                         if not u.reclaimers <= sub]
+                         if not (u.reclaimers & sub)]
                 if not terms:
                     continue
                 before = _before_last(level, alloc[level.name]["gpu"])
