@@ -23,7 +23,6 @@ import os
 import pstats
 import resource
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -32,19 +31,8 @@ from kai_cp.cli import _load  # noqa: E402
 from kai_cp.cycle import pair_budget  # noqa: E402
 from kai_cp.gcpause import gc_paused  # noqa: E402
 from kai_cp.model.build import build_model  # noqa: E402
+from kai_cp.model.linear_rows import proto_bytes  # noqa: E402
 from kai_cp.state import build_cluster_state  # noqa: E402
-
-
-def proto_bytes(model) -> bytes:
-    """The model proto as OR-Tools serialises it (its Python proto has no SerializeToString)."""
-    fd, path = tempfile.mkstemp(suffix=".pb")
-    os.close(fd)
-    try:
-        assert model.export_to_file(path)
-        with open(path, "rb") as f:
-            return f.read()
-    finally:
-        os.unlink(path)
 
 
 def canon_hash(model) -> str:

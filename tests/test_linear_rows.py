@@ -2,24 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-
 import numpy as np
 from ortools.sat.python import cp_model
 
-from kai_cp.model.linear_rows import INT64_MAX, INT64_MIN, add_le_rows, add_rows, maximize
-
-
-def _proto_bytes(model: cp_model.CpModel) -> bytes:
-    fd, path = tempfile.mkstemp(suffix=".pb")
-    os.close(fd)
-    try:
-        assert model.export_to_file(path)
-        with open(path, "rb") as f:
-            return f.read()
-    finally:
-        os.unlink(path)
+from kai_cp.model.linear_rows import INT64_MAX, INT64_MIN, add_le_rows, add_rows, maximize, proto_bytes
 
 
 def _models(n_vars: int) -> tuple[cp_model.CpModel, list, cp_model.CpModel]:
@@ -51,7 +37,7 @@ def test_random_rows_match_cp_model_byte_for_byte() -> None:
     add_le_rows(bulk, np.array(rows)[perm], np.array(variables)[perm], np.array(coefficients)[perm],
                 np.array(limits))
     assert len(bulk.proto.constraints) == 300
-    assert _proto_bytes(bulk) == _proto_bytes(one)
+    assert proto_bytes(bulk) == proto_bytes(one)
 
 
 def test_a_row_without_terms_is_added_empty() -> None:
@@ -61,7 +47,7 @@ def test_a_row_without_terms_is_added_empty() -> None:
     one.add(cp_model.LinearExpr.weighted_sum([xs[2], xs[0]], [1, 1]) <= 1)
     add_le_rows(bulk, np.array([0, 1, 1, 2, 2]), np.array([0, 1, 1, 2, 0]), np.array([2, 3, -3, 1, 1]),
                 np.array([5, 4, 1]))
-    assert _proto_bytes(bulk) == _proto_bytes(one)
+    assert proto_bytes(bulk) == proto_bytes(one)
     assert len(bulk.proto.constraints[1].linear.vars) == 0
 
 
@@ -77,7 +63,7 @@ def test_cp_model_forms_the_bulk_rows_reproduce() -> None:
     bulk.new_int_var(0, 3, ""), bulk.new_int_var(0, 5, ""), bulk.new_bool_var("")
     add_rows(bulk, np.array([0, 0, 1, 1, 1]), np.array([0, 2, 0, 1, 2]), np.array([2, -5, -2, -3, 5]),
              np.array([INT64_MIN, -7]), np.array([7, INT64_MAX]))
-    assert _proto_bytes(bulk) == _proto_bytes(m)
+    assert proto_bytes(bulk) == proto_bytes(m)
 
 
 def test_maximize_writes_what_cp_model_writes() -> None:
@@ -85,5 +71,5 @@ def test_maximize_writes_what_cp_model_writes() -> None:
     variables, coefficients = [xs[3], xs[0], xs[3], xs[5], xs[1]], [4, -2, 3, 0, 7]
     one.maximize(cp_model.LinearExpr.weighted_sum(variables, coefficients))
     maximize(bulk, [bulk.get_int_var_from_proto_index(v.index) for v in variables], coefficients)
-    assert _proto_bytes(bulk) == _proto_bytes(one)
+    assert proto_bytes(bulk) == proto_bytes(one)
     assert bulk.proto.objective.scaling_factor == -1.0

@@ -77,6 +77,18 @@ class ModelContext:
     def hint(self, var: cp_model.IntVar, value: int) -> None:
         self.hints[var.index] = (var, int(value))
 
+    def extra_pairs(self) -> dict[str, list[int]]:
+        """Job -> its pairs, for the jobs greedy placed nothing for: work the model may start
+        beyond KAI's decisions (the eviction rules that keep greedy's decisions a solution exempt
+        the others)."""
+        placed = {p.task.job for p in self.greedy.session.placements.values()}
+        out: dict[str, list[int]] = {}
+        for i, c in enumerate(self.pair_class.tolist()):
+            name = self.classes[c].job.name
+            if name not in placed:
+                out.setdefault(name, []).append(i)
+        return out
+
     def hinted_objective(self) -> int:
         """The objective of the greedy solution (every objective variable is hinted)."""
         total = 0

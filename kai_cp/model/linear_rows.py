@@ -10,6 +10,9 @@ adding them one by one (tests/test_linear_rows.py checks that against cp_model).
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import numpy as np
 from ortools.sat.python import cp_model
 from ortools.sat.python import cp_model_helper
@@ -73,3 +76,17 @@ def maximize(model: cp_model.CpModel, variables: list, coefficients: list[int]) 
     objective.scaling_factor = -1.0
     objective.offset = -flat.offset
     objective.coeffs.extend([-c for c in flat.coeffs])
+
+
+def proto_bytes(model: cp_model.CpModel) -> bytes:
+    """The model proto as OR-Tools serialises it (its Python proto has no SerializeToString):
+    what identity checks of built models compare (bench/model_protos.py, tests)."""
+    fd, path = tempfile.mkstemp(suffix=".pb")
+    os.close(fd)
+    try:
+        if not model.export_to_file(path):
+            raise OSError(f"OR-Tools could not write the model to {path}")
+        with open(path, "rb") as f:
+            return f.read()
+    finally:
+        os.unlink(path)

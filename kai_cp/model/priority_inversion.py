@@ -34,12 +34,9 @@ class NoPriorityInversion:
         units = ctx.extensions.get("eviction-units")
         if not units:
             return
-        exempt = {p.task.job for p in ctx.greedy.session.placements.values()}
         extra: dict[str, dict[str, list[int]]] = {}          # queue -> job -> its pairs
-        for i, c in enumerate(ctx.pair_class.tolist()):
-            job = ctx.classes[c].job
-            if job.name not in exempt:
-                extra.setdefault(job.queue, {}).setdefault(job.name, []).append(i)
+        for name, pairs in ctx.extra_pairs().items():
+            extra.setdefault(ctx.state.jobs[name].queue, {})[name] = pairs
         if not extra:
             return
         greedy_ev = ctx.greedy.session.evictions

@@ -24,12 +24,7 @@ class NoVictimGrowth:
         units = ctx.extensions.get("eviction-units")
         if not units:
             return
-        exempt = {p.task.job for p in ctx.greedy.session.placements.values()}
-        pairs: dict[str, list[int]] = {}
-        for i, c in enumerate(ctx.pair_class.tolist()):
-            name = ctx.classes[c].job.name
-            if name not in exempt:
-                pairs.setdefault(name, []).append(i)
+        pairs = ctx.extra_pairs()
         m = ctx.model
         for u, plan in units:
             job = u.tasks[0].job if u.tasks else None
