@@ -124,20 +124,13 @@ def test_cpsat_reclaim_stops_once_the_victim_queue_is_at_its_quota() -> None:
     assert sum(1 for e in out["evictions"] if e["podGroup"] in ("run2", "run3")) < 5
 
 
-MIXED_RECLAIMERS = (
-    "the model does not say which reclaiming queue uses a victim unit: a unit that a queue inside a level "
-    "(q10, under dept1) and one outside it (q00) may both reclaim is not gated at that level, so q00's run7 "
-    "reclaims run0 (q11) from dept1, whose quota is unlimited (never over its share); found by the generated "
-    "invariants. Gating every such unit at the level forbids the internal reclaims small-s2-full gains from "
-    "(bench/differential_full.py: 180.75 -> 164.75 GPUs, below KAI's 177.75); the fix needs the reclaimer per "
-    "unit in the model")
-
-
-@pytest.mark.xfail(strict=True, reason=MIXED_RECLAIMERS)
 def test_cpsat_reclaim_never_takes_from_a_level_with_unlimited_quota_for_an_outside_queue() -> None:
     """q00's run7 reclaimed run0 (q11, under dept1 whose quota is unlimited: never over its share)
     because q10, also under dept1, could have reclaimed run0 too and the dept1 gate skipped every
-    unit a queue inside dept1 may reclaim (found by the generated invariants)."""
+    unit a queue inside dept1 may reclaim (found by the generated invariants). Such a unit now
+    counts at dept1 unless a queue inside places on its nodes, and decode names that queue's job.
+    Counting every such unit instead forbade the internal reclaims small-s2-full gains from
+    (bench/differential_full.py: 180.75 -> 164.75 GPUs)."""
     doc = json.loads((FIXTURES / "cpsat_reclaim_past_an_unlimited_level.json").read_text())
     out = one_engine(doc, "cp-sat")
     assert not [e for e in out["evictions"] if e["forPodGroup"] == "run7"]

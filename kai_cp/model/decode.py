@@ -100,6 +100,7 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
                 for n, jobs in on_node.items()}
     ordered = order_on_nodes()
     lines: dict = {}
+    common: dict[tuple[str, str], int] = {}       # (queue, queue) -> ancestors they share
     for u, t in victims:
         ev = session.evictions[t.key]
         nodes = [ev.node] + [n for n in u.nodes if n != ev.node]
@@ -108,13 +109,22 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
         # eviction's preemptor waits for it (a gang victim frees all its nodes at once).
         for bound_too in (False, True):
             for n in nodes:
+                closest = -1
                 for bound, j in ordered.get(n, []):
                     if bound and not bound_too:
                         break
                     if j.queue in u.reclaimers:
-                        pick = ("reclaim", j)
-                        break
-                    if u.preempt and j.queue == u.queue and j.priority > u.priority and pick is None:
+                        # Among reclaiming queues the one nearest the victim's in the tree: the
+                        # model gates a unit at a level only when no queue inside it places there
+                        # (evictions.py, gate 2).
+                        key = (j.queue, u.queue)
+                        if key not in common:
+                            common[key] = len({q.name for q in state.queue_path(j.queue)}
+                                              & {q.name for q in state.queue_path(u.queue)})
+                        near = common[key]
+                        if near > closest:
+                            pick, closest = ("reclaim", j), near
+                    elif u.preempt and j.queue == u.queue and j.priority > u.priority and pick is None:
                         pick = ("preempt", j)
                 if pick is not None:
                     break

@@ -15,8 +15,9 @@ Which evictions are allowed (hard constraints):
   places a pod on one of the unit's nodes (6.5);
 - reclaim: only if a job of another queue that reclaims places a pod there; a reclaiming queue
   ends within its fair share (gates 1 and 3 where the reclaimer stays within its share), and each
-  victim queue level loses at most what takes it to its allocatable share (or its quota, for
-  quota reclaim) plus one chunk, KAI's test-before-subtract (gate 2, 3.7.2).
+  victim queue level above the reclaimer's loses victims only while it is above its allocatable
+  share (or its quota, for quota reclaim): all but the largest take strictly less than that
+  excess, KAI's test-before-subtract (gate 2, 3.7.2).
 Objective: below KAI's order (so evictions serve the jobs KAI would serve) and in utilisation's
 level, each pod evicted outweighing any one pod placed: fewest pods evicted, then cheaper ones
 (over-quota queues before in-quota ones, lower priority first), each GPU taken below a victim
@@ -510,26 +511,45 @@ class Evictions:
         alloc = {q: v.allocated for q, v in state.queues.items()}          # the snapshot's
         allowances: list[tuple[dict[int, int], int]] = []
         caps: dict[str, int] = {}
+        greedy_took = _greedy_reclaims(ctx)
         for qname in gpu_terms:
             for level in state.queue_path(qname):
                 sub = self._subtree(state, level.name)
-                # A unit a queue inside this level may reclaim is taken as reclaimed below it (not
-                # gated here), even when a queue outside uses it (MIXED_RECLAIMERS in
-                # tests/test_eviction_invariants.py; counting such units here instead forbids the
-                # internal reclaims small-s2-full gains from).
-                terms = [(v, c, u) for q in sub for (v, c, u) in gpu_terms.get(q, [])
-                         if not (u.reclaimers & sub)]
+                # A unit only queues inside this level may reclaim is reclaimed below it (not gated
+                # here). One that queues inside and outside may reclaim counts here unless a queue
+                # inside places a pod on its nodes (decode then names that queue's job).
+                terms = []            # (counted variable, GPUs x 100 per unit, unit, unit variable)
+                for q in sub:
+                    for v, c, u in gpu_terms.get(q, []):
+                        inside = u.reclaimers & sub
+                        if inside == u.reclaimers:
+                            continue
+                        ys = [z[(r, n)] for r in sorted(inside) for n in u.nodes if (r, n) in z]
+                        if not ys:
+                            terms.append((v, c, u, v))
+                            continue
+                        y = m.new_bool_var("")
+                        m.add(y <= cp_model.LinearExpr.sum(ys))
+                        w = m.new_int_var(0, _ub(v), "")
+                        m.add(w >= v - _ub(v) * y)
+                        m.add(w <= v)
+                        took = any((r, n) in greedy_took for r in inside for n in u.nodes)
+                        ctx.hint(y, 1 if took else 0)
+                        ctx.hint(w, 0 if took else ctx.hints.get(v.index, (v, 0))[1])
+                        terms.append((w, c, u, v))
                 if not terms:
                     continue
                 before = _before_last(level, alloc[level.name]["gpu"])
-                chunks = sorted({u.chunk for _, _, u in terms})
-                worst = sum(c * (_ub(v)) for v, c, _ in terms)
+                chunks = sorted({u.chunk for _, _, u, _ in terms})
+                worst = sum(c * (_ub(v)) for v, c, _, _ in terms)
                 if worst <= (before + chunks[-1] if before is not None else 0):
                     continue
-                total = cp_model.LinearExpr.weighted_sum([v for v, _, _ in terms], [c for _, c, _ in terms])
+                total = cp_model.LinearExpr.weighted_sum([v for v, _, _, _ in terms], [c for _, c, _, _ in terms])
+                # improve_hint charges the unit variables (a mixed unit as if counted: the safe side)
+                charged = {uv.index: c for _, c, _, uv in terms}
                 if before is None:
                     m.add(total <= 0)
-                    allowances.append(({v.index: c for v, c, _ in terms}, 0))
+                    allowances.append((charged, 0))
                     continue
                 # Test before subtract, with the largest victim last: the others take strictly less
                 # than the level holds above its share, the largest one chunk more. `steps[k]`: a
@@ -537,14 +557,14 @@ class Evictions:
                 steps, prev = [], 0
                 for c in chunks:
                     b = m.new_bool_var("")
-                    mine = [v for v, _, u in terms if u.chunk >= c]
+                    mine = [v for v, _, u, _ in terms if u.chunk >= c]
                     m.add(b <= cp_model.LinearExpr.sum(mine))
                     ctx.hint(b, 1 if any(ctx.hints.get(v.index, (v, 0))[1] for v in mine) else 0)
                     steps.append((b, c - prev))
                     prev = c
                 m.add(total <= before + cp_model.LinearExpr.weighted_sum([b for b, _ in steps], [d for _, d in steps]))
                 # improve_hint adds victims within `before` only, so the steps hinted from greedy hold
-                allowances.append(({v.index: c for v, c, _ in terms}, before))
+                allowances.append((charged, before))
         # Reclaiming queues end within their fair share (GPUs x 100).
         from kai_cp.model.utilisation import pair_centi_gpus
         centi = pair_centi_gpus(ctx)
@@ -595,16 +615,22 @@ class Evictions:
     @staticmethod
     def _hint_reclaim(ctx: ModelContext, z: dict, r_of: dict) -> None:
         """z[R, n] = R placed a pod on n in greedy and greedy reclaimed there for one of R's jobs."""
-        s = ctx.greedy.session
-        used: set[tuple[str, int]] = set()
-        for e in s.evictions.values():
-            if e.action == "reclaim" and e.for_job in ctx.state.jobs:
-                used.add((ctx.state.jobs[e.for_job].queue, e.node))
-        placed = {(ctx.state.jobs[p.task.job].queue, p.node) for p in s.placements.values()}
+        took = _greedy_reclaims(ctx)
         for key, var in z.items():
-            ctx.hint(var, 1 if key in used and key in placed else 0)
+            ctx.hint(var, 1 if key in took else 0)
         for r, var in r_of.items():
-            ctx.hint(var, 1 if any(k[0] == r and k in used and k in placed for k in z) else 0)
+            ctx.hint(var, 1 if any(k[0] == r and k in took for k in z) else 0)
+
+
+def _greedy_reclaims(ctx: ModelContext) -> set[tuple[str, int]]:
+    """(queue R, node n): greedy placed a pod of R on n and reclaimed there for one of R's jobs."""
+    s = ctx.greedy.session
+    used: set[tuple[str, int]] = set()
+    for e in s.evictions.values():
+        if e.action == "reclaim" and e.for_job in ctx.state.jobs:
+            used.add((ctx.state.jobs[e.for_job].queue, e.node))
+    placed = {(ctx.state.jobs[p.task.job].queue, p.node) for p in s.placements.values()}
+    return used & placed
 
 
 @dataclass
