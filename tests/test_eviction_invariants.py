@@ -136,6 +136,16 @@ def test_cpsat_reclaim_never_takes_from_a_level_with_unlimited_quota_for_an_outs
     assert not [e for e in out["evictions"] if e["forPodGroup"] == "run7"]
 
 
+def test_cpsat_a_queue_inside_the_level_must_place_where_the_surplus_pods_leave() -> None:
+    """run1 (q00, under dept0 whose quota is unlimited) loses surplus pods on node-2, where only
+    q10's run7 (outside dept0) places; q01 (inside dept0) placed on node-1 only. The unit's
+    pods on node-2 were not gated at dept0 because a queue inside placed on another of the
+    gang's nodes (found by the generated invariants)."""
+    doc = json.loads((FIXTURES / "cpsat_reclaim_surplus_past_an_unlimited_level.json").read_text())
+    out = one_engine(doc, "cp-sat")
+    assert not [e for e in out["evictions"] if e["forPodGroup"] == "run7"]
+
+
 def test_cpsat_gang_victim_names_a_preemptor_pipelined_on_one_of_its_nodes() -> None:
     """run1 (three pods on node-0 and node-1) is reclaimed whole; on node-0 run0 gets a pod bound
     on idle capacity, on node-1 run2 is pipelined: the eviction of run1-1 (node-0) named run0,

@@ -181,6 +181,19 @@ def test_pods_bound_on_their_nominated_nodes_stay_bound_when_the_job_preempts_fo
         b["pod"] for b in cycles[1]["binds"]}
 
 
+def test_a_nominated_gang_that_fits_only_on_its_nominated_nodes_gets_them() -> None:
+    """run4 (sub-groups workers >= 1 x 1 GPU, ps >= 2 x 2 GPUs) is pipelined over node-0 and node-1
+    in cycle 0; in cycle 1 KAI's node order puts its worker where a ps pod then does not fit, so it
+    must take the nodes it was nominated to: the attempt in KAI's order failed and its failure was
+    cached for the retry on the nominated nodes (found by the generated loop test: run3 preempted
+    for run4 every other cycle)."""
+    doc = json.loads((FIXTURES / "greedy_nominated_gang_needs_its_nodes.json").read_text())
+    for engine in ("greedy", "cp-sat"):
+        errors, cycles = loop_errors(doc, engine)
+        assert errors == [], engine
+        assert {"default/run4-0", "default/run4-2", "default/run4-3"} <= {b["pod"] for b in cycles[1]["binds"]}, engine
+
+
 def test_cpsat_never_evicts_a_pod_of_a_job_it_grows() -> None:
     """The model reclaimed run0-1 for pend0 and bound run0's pending run0-2 on the idle GPU, then
     the other way round, every cycle (found by the generated loop test). Fixed by NoVictimGrowth

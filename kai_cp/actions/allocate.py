@@ -172,7 +172,7 @@ class Allocator:
         """What an attempt's outcome depends on, besides the session: queue, preemptibility, the
         tasks' requests and constraints and the job's gang state."""
         s = self.session
-        return (job.queue, job.preemptible, len(job.podsets), DEFAULT_PODSET in job.podsets,
+        return (job.queue, job.preemptible, len(job.podsets), DEFAULT_PODSET in job.podsets, self.fitter.nominated_bonus,
                 tuple((ps.name, ps.min_available, s.active_allocated(job, ps.name)) for ps in job.podsets.values()),
                 tuple((t.request, t.predicate_key, t.nominated_node, t.podset) for t in tasks))
 
@@ -304,8 +304,8 @@ def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyR
     its queue order now puts first, often the recreated victims, which the next reclaim evicts
     again (the loop of tests/fixtures/evictions/greedy_reclaim_loop.json); kube-scheduler serves a
     nominated preemptor before lower-priority pods the same way. Its nodes are KAI's node order's
-    choice (the nominatednode score is left out for that attempt): the freed capacity is where the
-    job fits, and KAI's own choice of which pod goes where is kept (reclaim_test__040)."""
+    choice (the nominatednode score left out), so KAI's own choice of which pod goes where is kept
+    (reclaim_test__040), or else the nominated nodes, where the gang fitted last cycle."""
     session = session or Session.open(state)
     if not state.config.may_allocate:
         return GreedyResult(session, [], {})
@@ -324,11 +324,16 @@ def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyR
         out = outcomes[job.name] = JobOutcome(job.name, rank=len(order))
         order.append(job.name)
         out.attempts += 1
+        # KAI's node order first (the nominatednode score left out); where that does not fit
+        # the gang, the nodes the previous cycle found for it.
         alloc.fitter.nominated_bonus = False
         try:
             out.started = alloc.attempt_tasks(job, tasks, out)
         finally:
             alloc.fitter.nominated_bonus = True
+        if not out.started:
+            out.errors.clear()
+            out.started = alloc.attempt_tasks(job, tasks, out)
     # A nominated job that failed its attempt is done, as any job whose attempt fails (4.2).
     queue = JobQueue(session, [j for j in jobs if j.name not in outcomes or (outcomes[j.name].started and any(
         t.key not in session.placements for t in j.tasks if t.status == PENDING))])

@@ -512,19 +512,25 @@ class Evictions:
         allowances: list[tuple[dict[int, int], int]] = []
         caps: dict[str, int] = {}
         greedy_took = _greedy_reclaims(ctx)
+        var_nodes: dict[int, set[int]] = {}            # eviction variable -> the nodes it frees
+        for _, plan in unit_vars:
+            for ts, var, _ in plan:
+                var_nodes.setdefault(var.index, set()).add(ctx.state.table.index[ts[0].node])
         for qname in gpu_terms:
             for level in state.queue_path(qname):
                 sub = self._subtree(state, level.name)
                 # A unit only queues inside this level may reclaim is reclaimed below it (not gated
                 # here). One that queues inside and outside may reclaim counts here unless a queue
-                # inside places a pod on its nodes (decode then names that queue's job).
+                # inside places a pod on a node the evicted pods free (decode then names that
+                # queue's job).
                 terms = []            # (counted variable, GPUs x 100 per unit, unit, unit variable)
                 for q in sub:
                     for v, c, u in gpu_terms.get(q, []):
                         inside = u.reclaimers & sub
                         if inside == u.reclaimers:
                             continue
-                        ys = [z[(r, n)] for r in sorted(inside) for n in u.nodes if (r, n) in z]
+                        frees = sorted(var_nodes.get(v.index, u.nodes))
+                        ys = [z[(r, n)] for r in sorted(inside) for n in frees if (r, n) in z]
                         if not ys:
                             terms.append((v, c, u, v))
                             continue
@@ -533,7 +539,7 @@ class Evictions:
                         w = m.new_int_var(0, _ub(v), "")
                         m.add(w >= v - _ub(v) * y)
                         m.add(w <= v)
-                        took = any((r, n) in greedy_took for r in inside for n in u.nodes)
+                        took = any((r, n) in greedy_took for r in inside for n in frees)
                         ctx.hint(y, 1 if took else 0)
                         ctx.hint(w, 0 if took else ctx.hints.get(v.index, (v, 0))[1])
                         terms.append((w, c, u, v))
