@@ -47,7 +47,7 @@ def apply_decisions(loaded: LoadedSnapshot, result: CycleResult, gone: set[str] 
         labels = {k: v for k, v in (pod.metadata.labels or {}).items() if not k.startswith(GROUP_LABEL)}
         raw.pods[i] = _copy(pod, spec=_copy(pod.spec, node_name=None),
                             metadata=_copy(pod.metadata, deletion_timestamp=None, labels=labels),
-                            status=_copy(_phase(pod.status, "Pending"), nominated_node_name=None))
+                            status=_unnominated(_phase(pod.status, "Pending")))
     nominated: dict[int, str] = {}
     preemptors = {ev.for_job for ev in result.session.evictions.values()}
     for placement in result.session.placements.values():
@@ -63,7 +63,7 @@ def apply_decisions(loaded: LoadedSnapshot, result: CycleResult, gone: set[str] 
         if placement.gpu_groups:      # the pod runs in its shared GPU; a new group becomes a shared device
             metadata = _copy(metadata, labels={**(metadata.labels or {}), **group_labels(placement.gpu_groups)})
         raw.pods[i] = _copy(pod, spec=_copy(pod.spec, node_name=result.state.nodes[placement.node].name),
-                            metadata=metadata, status=_copy(_phase(pod.status, "Running"), nominated_node_name=None))
+                            metadata=metadata, status=_unnominated(_phase(pod.status, "Running")))
     _nominate(raw.pods, nominated)
     if result.stale is not None:
         _apply_annotations(raw.pod_groups, result.stale.annotations())
@@ -83,7 +83,12 @@ def _nominate(pods: list, nominated: dict[int, str]) -> None:
             if status is None or status.nominated_node_name != node:
                 pods[i] = _copy(pod, status=_copy(status or PodStatus(phase="Pending"), nominated_node_name=node))
         elif status is not None and status.nominated_node_name is not None and (status.phase or "Pending") == "Pending":
-            pods[i] = _copy(pod, status=_copy(status, nominated_node_name=None))
+            pods[i] = _copy(pod, status=_unnominated(status))
+
+
+def _unnominated(status: PodStatus) -> PodStatus:
+    """The status without a nomination (unchanged when it has none: nothing is written)."""
+    return status if status.nominated_node_name is None else _copy(status, nominated_node_name=None)
 
 
 def _copy(model, **changes):

@@ -215,6 +215,23 @@ def test_cpsat_does_not_reclaim_back_and_forth() -> None:
     assert loop_errors(doc, "cp-sat")[0] == []
 
 
+def test_simulate_nominates_the_preemptors_pods_for_one_cycle() -> None:
+    """After cycle 0 the pods of the job the reclaim was for carry status.nominatedNodeName (the
+    node each was pipelined to) and no other pod does; once bound, no pod keeps one."""
+    doc = json.loads((FIXTURES / "greedy_reclaim_loop.json").read_text())
+    settings = CycleSettings(engine="greedy", seed=0)
+    result, snap = simulate(load_snapshot_dict(copy.deepcopy(doc)), 1, settings)
+    cycle = result["cycles"][0]
+    preemptors = {e["forPodGroup"] for e in cycle["evictions"]}
+    want = {p["pod"]: p["node"] for p in cycle["pipelined"] if p["podGroup"] in preemptors}
+    assert want and preemptors == {"run4"}
+    have = {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}": p["status"]["nominatedNodeName"]
+            for p in snap["rawObjects"]["pods"] if (p.get("status") or {}).get("nominatedNodeName")}
+    assert have == want
+    _, snap2 = simulate(load_snapshot_dict(copy.deepcopy(doc)), 2, settings)
+    assert not [p for p in snap2["rawObjects"]["pods"] if (p.get("status") or {}).get("nominatedNodeName")]
+
+
 def without_nominations(monkeypatch) -> None:
     """KAI as KAI is: no pod is nominated, a pipelined job is re-decided from scratch next cycle."""
     monkeypatch.setattr("kai_cp.simulate._nominate", lambda pods, nominated: None)

@@ -299,11 +299,11 @@ def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyR
 
     One departure from KAI: the jobs pipelined by the previous cycle get one attempt first, in
     KAI's order among themselves, for their nominated pods only (so they do not take what is
-    nominated to another job), and then queue as usual. KAI
-    re-decides a pipelined job from scratch, so the capacity its evictions freed can go to a job
-    its queue order now puts first, often the recreated victims, which the next reclaim evicts
-    again (the loop of tests/fixtures/evictions/greedy_reclaim_loop.json); kube-scheduler serves a
-    nominated preemptor before lower-priority pods the same way. Its nodes are KAI's node order's
+    nominated to another job), and then queue as usual. KAI re-decides a pipelined job from
+    scratch, so the capacity its evictions freed can go to a job its queue order now puts first,
+    often the recreated victims, which the next reclaim evicts again (the loop of
+    tests/fixtures/evictions/greedy_reclaim_loop.json); kube-scheduler serves a nominated
+    preemptor before lower-priority pods the same way. Its nodes are KAI's node order's
     choice (the nominatednode score left out), so KAI's own choice of which pod goes where is kept
     (reclaim_test__040), or else the nominated nodes, where the gang fitted last cycle."""
     session = session or Session.open(state)
