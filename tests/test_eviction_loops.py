@@ -21,10 +21,9 @@ Both engines, cp-sat with a 0.3 s time limit per cycle. KAI's own rules loop on 
 (GREEDY_LOOP: the capacity a reclaim freed goes to the recreated victims next cycle); kai-cp
 serves the jobs it pipelined first next cycle, on their nominated nodes, which fixes it (the
 greedy engine keeps KAI's rules otherwise). The cp-sat loops CPSAT_RECLAIM_LOOP,
-CPSAT_PREEMPT_LOOP and CPSAT_IDLE_TO_LATER_JOB are fixed; their reproductions are tests. One
-cp-sat case is known to loop (CPSAT_RECLAIM_PING_PONG, a strict expected failure); generated
-clusters rarely hit such a case (none in 8 x 50 fresh draws at the time of writing), and CI's
-draws are fixed (hypothesis derandomises under CI), so a new draw that loops is a finding.
+CPSAT_PREEMPT_LOOP, CPSAT_IDLE_TO_LATER_JOB and CPSAT_RECLAIM_PING_PONG are fixed; their
+reproductions are tests. CI's draws are fixed (hypothesis derandomises under CI), so a fresh draw
+that loops is a finding.
 """
 
 from __future__ import annotations
@@ -118,10 +117,10 @@ CPSAT_IDLE_TO_LATER_JOB = (
     "it but drops the model's extra placements on small-s1-full and small-s2-full below KAI's; "
     "NoPriorityInversion (kai_cp/model/priority_inversion.py) fixes it and keeps them")
 CPSAT_RECLAIM_PING_PONG = (
-    "the model's reclaim gates let two queues reclaim from each other in turn: q00's run7 (4 GPUs) reclaims "
-    "q10's pend0, two cycles later pend0 reclaims run7, and so on (tests/fixtures/evictions/"
-    "cpsat_reclaim_ping_pong.json, found by the generated loop test; greedy, KAI's gates, settles); "
-    "generated clusters hit such cases now and then")
+    "the model's gate 2 took a victim job as one chunk: q01's run7 reclaims q00's pend0 (3 GPUs, q00 one above "
+    "its share), which KAI refuses (pend0's pod above its PodSet's minimum is a chunk of its own, taken first, "
+    "and then the core may not go); two cycles later pend0 reclaims run7, and so on "
+    "(tests/fixtures/evictions/cpsat_reclaim_ping_pong.json, found by the generated loop test)")
 CPSAT_PREEMPT_LOOP = ("the CP-SAT model binds a lower-priority job (pend1) where greedy binds pend0, then preempts for "
                       "pend0, and next cycle binds the recreated victim back onto the freed GPUs "
                       "(tests/fixtures/evictions/cpsat_preempt_loop.json: run0-3 and pend1 evicted in turn every cycle)")
@@ -208,8 +207,9 @@ def test_cpsat_never_evicts_a_pod_of_a_job_it_grows() -> None:
                            {e["pod"] for e in c["evictions"]}}
 
 
-@pytest.mark.xfail(strict=True, reason=CPSAT_RECLAIM_PING_PONG)
 def test_cpsat_does_not_reclaim_back_and_forth() -> None:
+    """Fixed by gate 2's last chunk being a victim job's core, as KAI orders the chunks (its pods
+    above each PodSet's minimum go first): was CPSAT_RECLAIM_PING_PONG."""
     doc = json.loads((FIXTURES / "cpsat_reclaim_ping_pong.json").read_text())
     assert loop_errors(doc, "greedy")[0] == []
     assert loop_errors(doc, "cp-sat")[0] == []

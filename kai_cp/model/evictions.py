@@ -301,8 +301,14 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
         for t in sorted(running, key=lambda t: t.order_key):
             node_tasks.setdefault(table.index[t.node], {}).setdefault(t.podset, []).append(t)
         per_pod = max((100 * t.request.gpus for t in running), default=0)
+        # Gate 2 takes a victim job's pods above each PodSet's minimum as chunks of their own
+        # first and its core (the first minAvailable pods of each PodSet) last (3.7.2): the
+        # core is the chunk that may cross the share.
+        core = sum(100 * t.request.gpus for ps in job.podsets.values()
+                   for t in sorted((t for t in running if t.podset == ps.name), key=lambda t: t.order_key)
+                   [:ps.min_available])
         units.append(Unit(len(units), "job", job.queue, job.priority, running, node_tasks,
-                          np.zeros(0), 100 * gpus, 100 * gpus if whole else per_pod, pre, bool(recl), recl,
+                          np.zeros(0), 100 * gpus, max(core, per_pod) if whole else per_pod, pre, bool(recl), recl,
                           whole, surplus))
     for (queue, prio, _req, node, pre, recl), tasks in pods_groups.items():
         # best victims first: reverse job order (newest, then name), as KAI's victim queue takes them
