@@ -219,6 +219,18 @@ def test_cpsat_evicts_no_more_than_greedy_on_the_known_case() -> None:
     assert cpsat_n <= greedy_n, counts
 
 
+CPSAT_MORE_VICTIMS = ("a generated cluster (found once by the test below, by a helper session) where cp-sat "
+                      "evicts 5 pods and greedy 3 for the same started jobs; not investigated yet")
+
+
+@pytest.mark.xfail(strict=True, reason=CPSAT_MORE_VICTIMS)
+def test_cpsat_evicts_no_more_than_greedy_on_the_second_known_case() -> None:
+    doc = json.loads((FIXTURES / "cpsat_evicts_more_for_the_same_starts.json").read_text())
+    counts = evictions_if_same_starts(doc)
+    assert counts is not None
+    assert counts[1] <= counts[0], counts
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=contended_clusters())
 def test_cpsat_evicts_no_more_than_greedy_when_both_start_the_same_jobs(doc: dict[str, Any]) -> None:
