@@ -28,6 +28,7 @@ import msgspec
 from msgspec import Meta, Struct, field
 
 from models.base import _TIME_CACHE as _TIMES, _validate_time
+from models.meta import ObjectIdentity
 from models.quantity import _KNOWN as _KNOWN_QUANTITIES, validate_quantity
 
 __all__ = ["PodView", "SnapshotEnvelope", "decode_pod", "decode_pod_list"]
@@ -216,7 +217,7 @@ class PodStatusView(_View):
     nominated_node_name: Optional[str] = None
 
 
-class PodView(_View):
+class PodView(_View, ObjectIdentity):
     """The typed part of a Pod, read like `models.Pod` (the attributes and properties the
     scheduler uses). Holds nothing else: a snapshot loaded with views cannot be written back."""
 
@@ -229,23 +230,6 @@ class PodView(_View):
     kind: Optional[str] = None
     spec: PodSpecView = field(default_factory=PodSpecView)
     status: PodStatusView = field(default_factory=PodStatusView)
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def namespace(self) -> Optional[str]:
-        return self.metadata.namespace
-
-    @property
-    def key(self) -> str:
-        ns = self.metadata.namespace
-        return f"{ns}/{self.metadata.name}" if ns else self.metadata.name
-
-    @property
-    def ref(self) -> str:
-        return f"Pod/{self.key}"
 
 
 class SnapshotEnvelope(Struct, forbid_unknown_fields=True):

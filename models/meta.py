@@ -44,22 +44,11 @@ class ObjectMeta(KubeModel):
     generation: Optional[Int] = None
 
 
-class KubeObject(KubeModel):
-    """A top-level Kubernetes object. Subclasses narrow `spec`/`status` to typed models.
+class ObjectIdentity:
+    """Names of an object with `metadata` (name, namespace), shared by the pydantic objects and
+    the lean pod views (kai_cp/podview.py)."""
 
-    `KIND` names the object in warnings and keys (`ref`), independent of whether the JSON
-    carried apiVersion/kind (informer-listed objects usually do not).
-    """
-
-    KIND: ClassVar[str] = ""
-    API_VERSION: ClassVar[str] = ""
-    NAMESPACED: ClassVar[bool] = True
-
-    api_version: Optional[Str] = None
-    kind: Optional[Str] = None
-    metadata: ObjectMeta
-    spec: Any = None
-    status: Any = None
+    __slots__ = ()
 
     @property
     def name(self) -> str:
@@ -79,4 +68,23 @@ class KubeObject(KubeModel):
     def ref(self) -> str:
         """`Kind/namespace/name` or `Kind/name`, the form used in warnings."""
         return f"{self.KIND or self.kind or type(self).__name__}/{self.key}"
+
+
+class KubeObject(KubeModel, ObjectIdentity):
+    """A top-level Kubernetes object. Subclasses narrow `spec`/`status` to typed models.
+
+    `KIND` names the object in warnings and keys (`ref`), independent of whether the JSON
+    carried apiVersion/kind (informer-listed objects usually do not).
+    """
+
+    KIND: ClassVar[str] = ""
+    API_VERSION: ClassVar[str] = ""
+    NAMESPACED: ClassVar[bool] = True
+
+    api_version: Optional[Str] = None
+    kind: Optional[Str] = None
+    metadata: ObjectMeta
+    spec: Any = None
+    status: Any = None
+
 
