@@ -219,12 +219,11 @@ def test_cpsat_evicts_no_more_than_greedy_on_the_known_case() -> None:
     assert cpsat_n <= greedy_n, counts
 
 
-CPSAT_MORE_VICTIMS = ("a generated cluster (found once by the test below, by a helper session) where cp-sat "
-                      "evicts 5 pods and greedy 3 for the same started jobs; not investigated yet")
-
-
-@pytest.mark.xfail(strict=True, reason=CPSAT_MORE_VICTIMS)
-def test_cpsat_evicts_no_more_than_greedy_on_the_second_known_case() -> None:
+def test_cpsat_evicts_no_more_pods_than_greedy_to_spare_a_queue_share() -> None:
+    """A generated cluster (found by the test below): q00 is 2 GPUs above its share and pend0
+    (2 x 2 GPUs) needs 4. Greedy reclaims run8 (3 pods, 6 GPUs); the model preferred run0 and
+    run7 (5 pods, 5 GPUs) because each GPU below a queue's share weighed four pods. Sparing the
+    share is now worth pods only up to what greedy's choice took below it."""
     doc = json.loads((FIXTURES / "cpsat_evicts_more_for_the_same_starts.json").read_text())
     counts = evictions_if_same_starts(doc)
     assert counts is not None

@@ -92,6 +92,8 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
         ctx.hint(var, 1 if job in started else 0)
     ctx.greedy_objective = ctx.hinted_objective()       # what the fallback is compared with
     improve_hint(ctx)
+    for derive in ctx.extensions.get("derived-hints", ()):    # auxiliaries follow the improved hint
+        derive()
     _hint(ctx)
     variables = [v for t in ctx.terms for v in t.variables]
     coefficients = [c for t in ctx.terms for c in t.coefficients]

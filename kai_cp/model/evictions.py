@@ -21,8 +21,10 @@ Which evictions are allowed (hard constraints):
 Objective: below KAI's order (so evictions serve the jobs KAI would serve) and in utilisation's
 level, each pod evicted outweighing any one pod placed: fewest pods evicted, then cheaper ones
 (over-quota queues before in-quota ones, lower priority first), each GPU taken below a victim
-queue's fair share counting as four pods. (A level of its own between utilisation and KAI's
-order does not stay exact in a double on 1,000-node clusters.)
+queue's fair share counting as four pods, but never so far that more pods go than KAI's own
+actions evict (a pod beyond greedy's count outweighs what greedy took below the shares).
+(A level of its own between utilisation and KAI's order does not stay exact in a double on
+1,000-node clusters.)
 
 Consolidation moves and shared-GPU victims are not modelled: when KAI's greedy actions make one,
 the model decides the allocation alone and the greedy eviction actions run on its answer
@@ -406,6 +408,7 @@ class Evictions:
         z: dict[tuple[str, int], cp_model.IntVar] = {}
         r_of: dict[str, cp_model.IntVar] = {}
         costs_v, costs_c = [], []
+        pod_terms: list[tuple[cp_model.IntVar, int]] = []     # (variable, pods it evicts per unit)
         gpu_terms: dict[str, list[tuple[cp_model.IntVar, int]]] = {}   # victim queue -> reclaimable GPU terms
         greedy_ev = ctx.greedy.session.evictions
         unit_jobs = {u.tasks[0].job for u in pool.units if u.kind == "job"}
@@ -456,6 +459,7 @@ class Evictions:
                 by_queue.setdefault(u.queue, []).append((k, u.vec))
                 unit_vars.append((u, [(u.tasks, k, "first")]))
                 evict_vars.append(k)
+                pod_terms.append((k, 1))
                 costs_v.append(k)
                 costs_c.append(u.cost)
                 if u.reclaim:
@@ -504,6 +508,7 @@ class Evictions:
                 m.add(v <= ub * sum(lits))
             unit_vars.append((u, plan))
             evict_vars.extend(v for v, _ in total_pods)
+            pod_terms.extend(total_pods)
             for v, c in total_pods:
                 costs_v.append(v)
                 costs_c.append(u.cost * c)
@@ -601,6 +606,8 @@ class Evictions:
         # the queue holds above its share costs as much as four pods (KAI's gate 2 lets the last
         # chunk cross the share; its victim order then prefers the small jobs that do not).
         below_weight = BELOW_SHARE_COST
+        derived = ctx.extensions.setdefault("derived-hints", [])
+        greedy_below = 0
         for qname, terms in gpu_terms.items():
             q = state.queues[qname]
             above = int((alloc[qname]["gpu"] - q.fair_share["gpu"]) * 100)
@@ -609,10 +616,26 @@ class Evictions:
                 continue
             below = m.new_int_var(0, worst, "")
             m.add(below >= cp_model.LinearExpr.weighted_sum([v for v, _, _ in terms], [c for _, c, _ in terms]) - above)
-            hinted = sum(c * ctx.hints.get(v.index, (v, 0))[1] for v, c, _ in terms)
-            ctx.hint(below, max(0, hinted - above))
+            pairs = [(v, c) for v, c, _ in terms]
+            derived.append(lambda below=below, pairs=pairs, above=above:
+                           ctx.hint(below, max(0, _hinted(ctx, pairs) - above)))
+            greedy_below += max(0, _hinted(ctx, pairs) - above)
             costs_v.append(below)
             costs_c.append(below_weight)
+        # No more pods evicted than KAI's actions evict for the same outcome above this level:
+        # sparing a queue's share is worth pods only up to what greedy's own choice took below
+        # the shares, so each pod beyond greedy's count costs more than that could save.
+        if greedy_below:
+            greedy_pods = _hinted(ctx, pod_terms)
+            worst = sum(c * _ub(v) for v, c in pod_terms)
+            excess = m.new_int_var(0, max(0, worst - greedy_pods), "")
+            m.add(excess >= cp_model.LinearExpr.weighted_sum([v for v, _ in pod_terms], [c for _, c in pod_terms])
+                  - greedy_pods)
+            derived.append(lambda: ctx.hint(excess, max(0, _hinted(ctx, pod_terms) - greedy_pods)))
+            costs_v.append(excess)
+            costs_c.append(below_weight * greedy_below + 1)
+        for f in derived:
+            f()
         ctx.extensions["eviction-costs"] = (costs_v, costs_c)
 
     @staticmethod
@@ -632,6 +655,10 @@ class Evictions:
             ctx.hint(var, 1 if key in took else 0)
         for r, var in r_of.items():
             ctx.hint(var, 1 if any(k[0] == r and k in took for k in z) else 0)
+
+
+def _hinted(ctx: ModelContext, terms: Iterable[tuple[cp_model.IntVar, int]]) -> int:
+    return sum(c * ctx.hints.get(v.index, (v, 0))[1] for v, c in terms)
 
 
 def _greedy_reclaims(ctx: ModelContext) -> set[tuple[str, int]]:
