@@ -8,7 +8,7 @@ adding a module with one more Concern; the builder runs them in order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Iterable, Protocol
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -76,6 +76,20 @@ class ModelContext:
 
     def hint(self, var: cp_model.IntVar, value: int) -> None:
         self.hints[var.index] = (var, int(value))
+
+    def hinted(self, var: cp_model.IntVar) -> int:
+        return self.hints.get(var.index, (var, 0))[1]
+
+    def derive_hint(self, derive: Callable[[], None]) -> None:
+        """Register the hint of an auxiliary variable (an indicator, a slack) that follows the
+        decision variables' hints: build.py runs it once greedy's hint is complete and again after
+        the constructive eviction hint, so the complete hint stays a solution."""
+        self.extensions.setdefault("derived-hints", []).append(derive)
+
+    def keep_pending(self, jobs: Iterable[str]) -> None:
+        """Jobs greedy left pending that the constructive eviction hint must not start: a rule
+        starts them only under conditions the hint does not track."""
+        self.extensions.setdefault("hint-keep-pending", set()).update(jobs)
 
     def extra_pairs(self) -> dict[str, list[int]]:
         """Job -> its pairs, for the jobs greedy placed nothing for: work the model may start

@@ -90,16 +90,21 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     started = ctx.greedy.started_jobs
     for job, var in ctx.starts.items():
         ctx.hint(var, 1 if job in started else 0)
+    _derive(ctx)
     ctx.greedy_objective = ctx.hinted_objective()       # what the fallback is compared with
-    improve_hint(ctx)
-    for derive in ctx.extensions.get("derived-hints", ()):    # auxiliaries follow the improved hint
-        derive()
+    if improve_hint(ctx):
+        _derive(ctx)
     _hint(ctx)
     variables = [v for t in ctx.terms for v in t.variables]
     coefficients = [c for t in ctx.terms for c in t.coefficients]
     if variables:
         maximize(model, variables, coefficients)
     return ctx
+
+
+def _derive(ctx: ModelContext) -> None:
+    for derive in ctx.extensions.get("derived-hints", ()):
+        derive()
 
 
 def _hint(ctx: ModelContext) -> None:

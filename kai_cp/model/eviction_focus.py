@@ -34,4 +34,5 @@ class EvictionFocus:
             m.add(v == 0).only_enforce_if(~evicting)
         for j in others:
             m.add_implication(evicting, ~ctx.starts[j])
-        ctx.hint(evicting, 1 if ctx.greedy.session.evictions else 0)
+        ctx.derive_hint(lambda: ctx.hint(evicting, 1 if any(ctx.hinted(v) for v in evict_vars) else 0))
+        ctx.keep_pending(others)

@@ -522,7 +522,6 @@ class Evictions:
         alloc = {q: v.allocated for q, v in state.queues.items()}          # the snapshot's
         allowances: list[tuple[dict[int, int], int]] = []
         caps: dict[str, int] = {}
-        greedy_took = _greedy_reclaims(ctx)
         var_nodes: dict[int, set[int]] = {}            # eviction variable -> the nodes it frees
         for _, plan in unit_vars:
             for ts, var, _ in plan:
@@ -550,9 +549,7 @@ class Evictions:
                         w = m.new_int_var(0, _ub(v), "")
                         m.add(w >= v - _ub(v) * y)
                         m.add(w <= v)
-                        took = any((r, n) in greedy_took for r in inside for n in frees)
-                        ctx.hint(y, 1 if took else 0)
-                        ctx.hint(w, 0 if took else ctx.hints.get(v.index, (v, 0))[1])
+                        ctx.derive_hint(lambda y=y, w=w, v=v, ys=ys: _hint_inside(ctx, y, w, v, ys))
                         terms.append((w, c, u, v))
                 if not terms:
                     continue
@@ -563,7 +560,9 @@ class Evictions:
                     continue
                 total = cp_model.LinearExpr.weighted_sum([v for v, _, _, _ in terms], [c for _, c, _, _ in terms])
                 # improve_hint charges the unit variables (a mixed unit as if counted: the safe side)
-                charged = {uv.index: c for _, c, _, uv in terms}
+                charged: dict[int, int] = {}
+                for _, c, _, uv in terms:          # a gang's Boolean is counted once per node and PodSet
+                    charged[uv.index] = charged.get(uv.index, 0) + c
                 if before is None:
                     m.add(total <= 0)
                     allowances.append((charged, 0))
@@ -576,11 +575,11 @@ class Evictions:
                     b = m.new_bool_var("")
                     mine = [v for v, _, u, _ in terms if u.chunk >= c]
                     m.add(b <= cp_model.LinearExpr.sum(mine))
-                    ctx.hint(b, 1 if any(ctx.hints.get(v.index, (v, 0))[1] for v in mine) else 0)
+                    ctx.derive_hint(lambda b=b, mine=mine: ctx.hint(b, 1 if any(ctx.hinted(v) for v in mine) else 0))
                     steps.append((b, c - prev))
                     prev = c
                 m.add(total <= before + cp_model.LinearExpr.weighted_sum([b for b, _ in steps], [d for _, d in steps]))
-                # improve_hint adds victims within `before` only, so the steps hinted from greedy hold
+                # improve_hint adds victims within `before` only, so the steps hold
                 allowances.append((charged, before))
         # Reclaiming queues end within their fair share (GPUs x 100).
         from kai_cp.model.utilisation import pair_centi_gpus
@@ -606,7 +605,6 @@ class Evictions:
         # the queue holds above its share costs as much as four pods (KAI's gate 2 lets the last
         # chunk cross the share; its victim order then prefers the small jobs that do not).
         below_weight = BELOW_SHARE_COST
-        derived = ctx.extensions.setdefault("derived-hints", [])
         greedy_below = 0
         for qname, terms in gpu_terms.items():
             q = state.queues[qname]
@@ -617,8 +615,8 @@ class Evictions:
             below = m.new_int_var(0, worst, "")
             m.add(below >= cp_model.LinearExpr.weighted_sum([v for v, _, _ in terms], [c for _, c, _ in terms]) - above)
             pairs = [(v, c) for v, c, _ in terms]
-            derived.append(lambda below=below, pairs=pairs, above=above:
-                           ctx.hint(below, max(0, _hinted(ctx, pairs) - above)))
+            ctx.derive_hint(lambda below=below, pairs=pairs, above=above:
+                            ctx.hint(below, max(0, _hinted(ctx, pairs) - above)))
             greedy_below += max(0, _hinted(ctx, pairs) - above)
             costs_v.append(below)
             costs_c.append(below_weight)
@@ -631,11 +629,9 @@ class Evictions:
             excess = m.new_int_var(0, max(0, worst - greedy_pods), "")
             m.add(excess >= cp_model.LinearExpr.weighted_sum([v for v, _ in pod_terms], [c for _, c in pod_terms])
                   - greedy_pods)
-            derived.append(lambda: ctx.hint(excess, max(0, _hinted(ctx, pod_terms) - greedy_pods)))
+            ctx.derive_hint(lambda: ctx.hint(excess, max(0, _hinted(ctx, pod_terms) - greedy_pods)))
             costs_v.append(excess)
             costs_c.append(below_weight * greedy_below + 1)
-        for f in derived:
-            f()
         ctx.extensions["eviction-costs"] = (costs_v, costs_c)
 
     @staticmethod
@@ -655,6 +651,13 @@ class Evictions:
             ctx.hint(var, 1 if key in took else 0)
         for r, var in r_of.items():
             ctx.hint(var, 1 if any(k[0] == r and k in took for k in z) else 0)
+
+
+def _hint_inside(ctx: ModelContext, y, w, v, ys: list) -> None:
+    """A mixed unit's pods count at a level unless a queue inside reclaims on their nodes (y)."""
+    inside = any(ctx.hinted(z) for z in ys)
+    ctx.hint(y, 1 if inside else 0)
+    ctx.hint(w, 0 if inside else ctx.hinted(v))
 
 
 def _hinted(ctx: ModelContext, terms: Iterable[tuple[cp_model.IntVar, int]]) -> int:

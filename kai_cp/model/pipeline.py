@@ -13,6 +13,16 @@ from kai_cp.model.linear_rows import INT64_MAX, INT64_MIN, add_rows
 PENALTY = 30    # per node that has to wait for releasing resources
 
 
+def _hint_waits(ctx: ModelContext, vecs: np.ndarray, pair_node: np.ndarray, waits: np.ndarray) -> None:
+    """A node waits (b) where the hinted pods need more than its idle capacity."""
+    counts = np.array([ctx.hinted(x) for x in ctx.x], dtype=np.int64)
+    used = np.zeros_like(ctx.idle, dtype=np.int64)
+    np.add.at(used, pair_node, vecs * counts[:, None])
+    over = (used > ctx.idle).any(axis=1)
+    for n, b in ctx.extensions.get("pipeline-b", {}).items():
+        ctx.hint(b, 1 if over[n] else 0)
+
+
 class Pipelining:
     name = "pipeline"
 
@@ -26,12 +36,10 @@ class Pipelining:
         vecs = np.stack([c.vec for c in ctx.classes])[ctx.pair_class]
         nodes = [n for n in np.unique(ctx.pair_node) if (releasing[n] > 0).any()]
         uses, weights = [], []
-        piped = {p.node for p in ctx.greedy.session.placements.values() if p.pipelined}
         waits = np.full(len(ctx.state.nodes), -1, dtype=np.int64)      # node -> its b's variable index
         for n in nodes:
             b = ctx.model.new_bool_var(f"pipeline[{n}]")
             ctx.extensions.setdefault("pipeline-b", {})[int(n)] = b
-            ctx.hint(b, 1 if n in piped else 0)
             waits[n] = b.index
             uses.append(b)
             weights.append(-PENALTY * ctx.levels.scale)
@@ -55,5 +63,6 @@ class Pipelining:
                  np.concatenate([x_index[pair], waits[row_node]]),
                  np.concatenate([sign[x_row] * vecs[pair, col], -sign * releasing[row_node, row_col]]),
                  np.where(sign == 1, INT64_MIN, -idle), np.where(sign == 1, idle, INT64_MAX))
+        ctx.derive_hint(lambda: _hint_waits(ctx, vecs, pair_node, waits))
         ctx.add_term(self.name, uses, weights)
         ctx.levels.added(len(uses) * PENALTY * ctx.levels.scale)   # its range, so higher levels dominate it

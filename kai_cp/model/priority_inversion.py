@@ -39,12 +39,10 @@ class NoPriorityInversion:
             extra.setdefault(ctx.state.jobs[name].queue, {})[name] = pairs
         if not extra:
             return
-        greedy_ev = ctx.greedy.session.evictions
-        losing: dict[str, list[tuple[int, list, bool]]] = {}     # queue -> (priority, eviction vars, greedy evicts)
+        losing: dict[str, list[tuple[int, list]]] = {}     # queue -> (priority, eviction vars)
         for u, plan in units:
             if u.queue in extra and u.preempt and not u.reclaim:
-                losing.setdefault(u.queue, []).append(
-                    (u.priority, [v for _, v, _ in plan], any(t.key in greedy_ev for ts, _, _ in plan for t in ts)))
+                losing.setdefault(u.queue, []).append((u.priority, [v for _, v, _ in plan]))
         m = ctx.model
         for q, jobs in extra.items():
             victims = losing.get(q)
@@ -54,7 +52,7 @@ class NoPriorityInversion:
             for name in jobs:
                 by_priority.setdefault(ctx.state.jobs[name].priority, []).append(name)
             for p, names in sorted(by_priority.items()):
-                evs = [v for up, vs, _ in victims if up >= p for v in vs]
+                evs = [v for up, vs in victims if up >= p for v in vs]
                 if not evs:
                     continue
                 e = m.new_bool_var("")
@@ -62,4 +60,5 @@ class NoPriorityInversion:
                     m.add(v == 0).only_enforce_if(~e)
                 pairs = [i for n in sorted(names) for i in jobs[n]]
                 m.add(cp_model.LinearExpr.sum([ctx.x[i] for i in pairs]) == 0).only_enforce_if(e)
-                ctx.hint(e, 1 if any(g for up, _, g in victims if up >= p) else 0)
+                ctx.derive_hint(lambda e=e, evs=evs: ctx.hint(e, 1 if any(ctx.hinted(v) for v in evs) else 0))
+                ctx.keep_pending(names)

@@ -72,3 +72,4 @@ class QueueQuota:
             variables.append(v)
             coeffs.append(-amount)
         ctx.model.add(cp_model.LinearExpr.weighted_sum(variables, coeffs) <= room)
+        ctx.extensions.setdefault("hint-rows", []).append((variables, coeffs, room))   # for eviction_hint
