@@ -5,8 +5,16 @@ extends the hint: for each job greedy left pending, in KAI's order, it places th
 free capacity first and then on capacity freed by its cheapest legal victims, within gate 2's
 allowances and the reclaimer's fair share, and keeps the result only if the whole gang fits.
 
-It only sets hint values; the model's constraints stay the judge. Single-class jobs without
-topology or shared GPUs are handled (the shape of large reclaims); others keep greedy's hint.
+It only sets hint values; the model's constraints stay the judge, but the complete hint must
+be a solution (CP-SAT takes a complete hint that breaks one row as none and spends the cycle
+repairing it): a gang's whole-eviction Boolean is raised once, with its surplus counts; elastic
+jobs keep their minimum; evictions on a node where nothing is then placed are undone; capacity
+freed by victims a job may not evict is fenced off; queue limits (model/quota.py's rows), gate 2
+and the reclaimer's cap are kept; a job never both loses pods and gains some; jobs other rules
+keep pending (ModelContext.keep_pending) are left alone; and the indicators other rules derive
+from evictions follow (ModelContext.derive_hint). tests/test_model_hint.py checks every row.
+Single-class jobs without topology or shared GPUs are handled (the shape of large reclaims);
+others keep greedy's hint.
 """
 
 from __future__ import annotations
