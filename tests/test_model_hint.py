@@ -46,7 +46,7 @@ def broken(state, monkeypatch, time_limit: float = 4.0, generated: bool = False)
     if generated:
         assume(not moved(greedy))
     elif moved(greedy):
-        pytest.skip(f"greedy moved {len(moved(greedy))} victim(s) ({moved(greedy)[0]}, ...): the model has no moves")
+        pytest.skip(reason=f"greedy moved {len(moved(greedy))} victim(s) ({moved(greedy)[0]}, ...): the model has no moves")
     budget = pair_budget(state, greedy, time_limit)
     with monkeypatch.context() as mp:
         mp.setattr(build, "improve_hint", lambda ctx: 0)
