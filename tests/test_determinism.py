@@ -48,10 +48,14 @@ EXAMPLE = str(ROOT / "examples" / "cluster-snapshot.zip")
 
 
 def _limit(workers: int) -> float:
-    """Time limit under which the search ends on deterministic time, not on the wall-clock guard:
-    two interleaved workers take about three times the wall time per deterministic second on the
-    2-core machines (kai_cp/model/solve.py), so they get a limit they can honour."""
-    return 1.0 if workers == 1 else 3.0
+    """Time limit under which the search ends on deterministic time, not on the wall-clock guard
+    nor the build's deadline, even on a loaded machine: KAI's bounded actions take ~0.85 s on the
+    midsize cluster (their eviction search's hint budget), so at 1 s the cycle built its model in
+    what was left or fell back, by the clock (a CI run: run 1 decided by the model, run 5 fell
+    back). Two interleaved
+    workers take about three times the wall time per deterministic second on the 2-core machines
+    (kai_cp/model/solve.py)."""
+    return 5.0 if workers == 1 else 6.0
 
 
 @pytest.mark.parametrize("engine,workers", [("cp-sat", 1), ("cp-sat", 2), ("greedy", 1)])
