@@ -52,9 +52,8 @@ def _limit(workers: int) -> float:
     nor the build's deadline, even on a loaded machine: KAI's bounded actions take ~0.85 s on the
     midsize cluster (their eviction search's hint budget), so at 1 s the cycle built its model in
     what was left or fell back, by the clock (a CI run: run 1 decided by the model, run 5 fell
-    back). Two interleaved
-    workers take about three times the wall time per deterministic second on the 2-core machines
-    (kai_cp/model/solve.py)."""
+    back). Two interleaved workers take about three times the wall time per deterministic second
+    on the 2-core machines (kai_cp/model/solve.py)."""
     return 5.0 if workers == 1 else 6.0
 
 
