@@ -248,6 +248,10 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     pods_groups: dict[tuple, list[TaskInfo]] = {}
     first: dict[str, frozenset] = {}            # victim queue -> reclaimers that go before it
     next_order = NextCycleOrder(state, greedy) if reclaimers else None
+    greedy_reclaimed: dict[str, frozenset] = {}     # victim job -> queues greedy reclaimed it for
+    for e in greedy.session.evictions.values():
+        if e.action == "reclaim" and e.for_job in state.jobs:
+            greedy_reclaimed[e.task.job] = greedy_reclaimed.get(e.task.job, frozenset()) | {state.jobs[e.for_job].queue}
     ordered: dict[tuple, frozenset] = {}       # (victim queue, reclaimers passed, victim request) -> reclaimers
     for job in state.jobs.values():
         if not job.preemptible or job.queue not in state.queues:
@@ -275,7 +279,9 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
             hit = ordered.get(vkey)
             if hit is None:
                 hit = ordered[vkey] = next_order.passing(recl, job.queue, vreq)
-            recl = hit
+            # KAI's own reclaims stay possible, so greedy's decisions stay a solution (its
+            # preemptor is nominated: next cycle serves it first, as for greedy's cycle)
+            recl = hit | (recl & greedy_reclaimed.get(job.name, frozenset()))
         gpus = sum(t.request.gpus for t in running)
         if not recl or gpus == 0 or allowance[job.queue] < 0:
             recl = frozenset()
