@@ -69,8 +69,11 @@ def test_cycle_returns_before_its_writes_and_the_next_cycles_see_them_assumed(ap
         assert not [e for e in _items(kube, "v1", "events", shard) if e["reason"] == "Scheduled"]
         hold.event.set()
         wait_for(lambda: len(_items(kube, BR, "bindrequests", shard)) == 4, 30, what="held's 4 BindRequests")
-        scheduled = wait_for(lambda: sorted(e["involvedObject"]["name"] for e in _items(kube, "v1", "events", shard)
-                                            if e["reason"] == "Scheduled") or None, 15, what="Scheduled events")
+        # the events are written one by one after the BindRequests: wait for all four (a CI run read
+        # the first alone), then check they name exactly held's pods
+        scheduled = wait_for(lambda: (lambda names: names if len(names) >= 4 else None)(
+            sorted(e["involvedObject"]["name"] for e in _items(kube, "v1", "events", shard) if e["reason"] == "Scheduled")),
+            15, what="held's 4 Scheduled events")
         n = len(_cycles(sched))
         wait_for(lambda: len(_cycles(sched)) >= n + 3, 15, what="three more cycles")
         held = ["held-0", "held-1", "held-2", "held-3"]
