@@ -196,9 +196,12 @@ def _plan(ctx, em, c, need: int, pairs: list[int], avail: np.ndarray, on_node: d
     the job counts without what the others free (fenced), which is put back in what it returns."""
     avail = avail.copy()
     fenced = np.zeros_like(avail)
+    # a queue's pods use what reclaim-only victims free only while the queue reclaims (r_R)
+    reclaims = c.job.queue in em.r_of and val(em.r_of[c.job.queue])
     for n, entries in freed_on.items():
         for u, amount in entries:
-            if not _legal(u, c.job):
+            preempts = u.preempt and u.queue == c.job.queue and u.priority < c.job.priority
+            if not (preempts or (reclaims and _legal(u, c.job))):
                 fenced[n] += amount
     avail -= fenced
     allow = list(allow_used)
