@@ -32,7 +32,7 @@ def improve_hint(ctx: ModelContext) -> int:
         return 0
     state = ctx.state
     table = state.table
-    val = lambda var: ctx.hints.get(var.index, (var, 0))[1]     # noqa: E731
+    val = ctx.hinted
     avail = ctx.free.astype(np.int64).copy()
     for i, x in enumerate(ctx.x):
         k = val(x)

@@ -667,7 +667,7 @@ def _hint_inside(ctx: ModelContext, y, w, v, ys: list) -> None:
 
 
 def _hinted(ctx: ModelContext, terms: Iterable[tuple[cp_model.IntVar, int]]) -> int:
-    return sum(c * ctx.hints.get(v.index, (v, 0))[1] for v, c in terms)
+    return sum(c * ctx.hinted(v) for v, c in terms)
 
 
 def _greedy_reclaims(ctx: ModelContext) -> set[tuple[str, int]]:

@@ -13,7 +13,7 @@ from kai_cp.model.linear_rows import INT64_MAX, INT64_MIN, add_rows
 PENALTY = 30    # per node that has to wait for releasing resources
 
 
-def _hint_waits(ctx: ModelContext, vecs: np.ndarray, pair_node: np.ndarray, waits: np.ndarray) -> None:
+def _hint_waits(ctx: ModelContext, vecs: np.ndarray, pair_node: np.ndarray) -> None:
     """A node waits (b) where the hinted pods need more than its idle capacity."""
     counts = np.array([ctx.hinted(x) for x in ctx.x], dtype=np.int64)
     used = np.zeros_like(ctx.idle, dtype=np.int64)
@@ -63,6 +63,6 @@ class Pipelining:
                  np.concatenate([x_index[pair], waits[row_node]]),
                  np.concatenate([sign[x_row] * vecs[pair, col], -sign * releasing[row_node, row_col]]),
                  np.where(sign == 1, INT64_MIN, -idle), np.where(sign == 1, idle, INT64_MAX))
-        ctx.derive_hint(lambda: _hint_waits(ctx, vecs, pair_node, waits))
+        ctx.derive_hint(lambda: _hint_waits(ctx, vecs, pair_node))
         ctx.add_term(self.name, uses, weights)
         ctx.levels.added(len(uses) * PENALTY * ctx.levels.scale)   # its range, so higher levels dominate it
