@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from kai_cp.model.base import ModelContext
-from kai_cp.model.evictions import _legal, _ub
+from kai_cp.model.evictions import _legal, _preempts, _ub
 
 
 def improve_hint(ctx: ModelContext) -> int:
@@ -34,10 +34,15 @@ def improve_hint(ctx: ModelContext) -> int:
     table = state.table
     val = ctx.hinted
     avail = ctx.free.astype(np.int64).copy()
+    queue_centi: dict[str, int] = {}            # GPUs x 100 hinted per queue, kept in step
+    growing: set[str] = set()                   # jobs with pods hinted placed
     for i, x in enumerate(ctx.x):
         k = val(x)
         if k:
-            avail[int(ctx.pair_node[i])] -= k * ctx.classes[int(ctx.pair_class[i])].vec
+            c = ctx.classes[int(ctx.pair_class[i])]
+            avail[int(ctx.pair_node[i])] -= k * c.vec
+            queue_centi[c.job.queue] = queue_centi.get(c.job.queue, 0) + 100 * int(c.gpus) * k
+            growing.add(c.job.name)
     on_node: dict[int, list] = {}
     freed_on: dict[int, list] = {}         # node -> (unit, what its hinted evictions free there)
     frees: dict[int, list[tuple[int, np.ndarray]]] = {}     # var index -> (node, what one step frees)
@@ -55,14 +60,13 @@ def improve_hint(ctx: ModelContext) -> int:
         for ts, var, how in plan:
             n = table.index[ts[0].node]
             per = table.vector(ts[0]) * (len(ts) if how == "all" else 1)
-            step = 1
             avail[n] += per * val(var)
             if val(var):
                 freed_on.setdefault(n, []).append((u, per * val(var)))
             frees.setdefault(var.index, []).append((n, per))
             if how == "last" and whole:
                 follows.setdefault(whole[0].index, []).append(var)
-            on_node.setdefault(n, []).append((u, var, per, _ub(var), step))
+            on_node.setdefault(n, []).append((u, var, per, _ub(var)))
     spread = _Spread(frees, follows, val, surplus)
     unit_of_var = {var.index: u for u, plan in units for _, var, _ in plan}
     rows = _Rows(ctx.extensions.get("hint-rows", []), val)
@@ -77,16 +81,9 @@ def improve_hint(ctx: ModelContext) -> int:
     by_job: dict[str, list] = {}
     for c in ctx.classes:
         by_job.setdefault(c.job.name, []).append(c)
-    queue_centi: dict[str, int] = {}            # GPUs x 100 hinted per queue, kept in step
-    for i, x in enumerate(ctx.x):
-        k = val(x)
-        if k:
-            c = ctx.classes[int(ctx.pair_class[i])]
-            queue_centi[c.job.queue] = queue_centi.get(c.job.queue, 0) + 100 * int(c.gpus) * k
     added = 0
     # A job never both loses pods and gains some (evictions.py, victim_growth.py): victims are
-    # taken from jobs with nothing placed, and a job losing pods is not placed.
-    growing = {ctx.classes[int(ctx.pair_class[i])].job.name for i, x in enumerate(ctx.x) if val(x)}
+    # taken from jobs with nothing placed (growing), and a job losing pods is not placed.
     losing = {u.tasks[0].job for u, plan in units if any(val(var) for _, var, _ in plan)}
     for name in ctx.greedy.order:
         if name in started or name in keep or name in losing or name not in ctx.starts or val(ctx.starts[name]) or len(by_job.get(name, [])) != 1:
@@ -110,8 +107,9 @@ def improve_hint(ctx: ModelContext) -> int:
             continue
         growing.add(name)
         losing.update(unit_of_var[var.index].tasks[0].job for (var, _, _) in ev)
+        freed = {var.index: spread.everywhere(var) for (var, _, _) in ev}
         for (var, _, _), k in ev.items():
-            for m, amount in spread.everywhere(var):
+            for m, amount in freed[var.index]:
                 freed_on.setdefault(m, []).append((unit_of_var[var.index], amount * k))
         avail[:] = trial_avail
         allow_used[:] = trial_allow
@@ -119,16 +117,13 @@ def improve_hint(ctx: ModelContext) -> int:
             ctx.hint(ctx.x[i], val(ctx.x[i]) + k)
             queue_centi[job.queue] = queue_centi.get(job.queue, 0) + 100 * int(c.gpus) * k
         ctx.hint(ctx.starts[name], 1)
-        pipeline_b = ctx.extensions.get("pipeline-b", {})
         for (var, n, reclaim), k in ev.items():
             ctx.hint(var, val(var) + k)
             for w in spread.follows.get(var.index, ()):     # a gang evicted whole loses its surplus too
                 ctx.hint(w, _ub(w))
-            for m, _ in spread.everywhere(var):
+            for m, _ in freed[var.index]:
                 if m in em.ev_of:
                     ctx.hint(em.ev_of[m], 1)
-            if n in pipeline_b:
-                ctx.hint(pipeline_b[n], 1)
             if reclaim and (job.queue, n) in em.z:
                 ctx.hint(em.z[(job.queue, n)], 1)
                 ctx.hint(em.r_of[job.queue], 1)
@@ -200,8 +195,7 @@ def _plan(ctx, em, c, need: int, pairs: list[int], avail: np.ndarray, on_node: d
     reclaims = c.job.queue in em.r_of and val(em.r_of[c.job.queue])
     for n, entries in freed_on.items():
         for u, amount in entries:
-            preempts = u.preempt and u.queue == c.job.queue and u.priority < c.job.priority
-            if not (preempts or (reclaims and _legal(u, c.job))):
+            if not (_preempts(u, c.job) or (reclaims and _legal(u, c.job))):
                 fenced[n] += amount
     avail -= fenced
     allow = list(allow_used)
@@ -248,7 +242,7 @@ def _plan(ctx, em, c, need: int, pairs: list[int], avail: np.ndarray, on_node: d
     if placed < need:
         return None
     # the cap binds every pod of a queue that reclaims this cycle (r_R), evicting here or not
-    reclaiming = any(reclaim for (_, _, reclaim) in ev) or (job.queue in em.r_of and val(em.r_of[job.queue]))
+    reclaiming = reclaims or any(reclaim for (_, _, reclaim) in ev)
     if reclaiming and cap_left is not None and centi * placed > cap_left:
         return None
     return xs, ev, avail + fenced, allow
@@ -258,12 +252,12 @@ def _evict_for(em, job, n: int, k: int, want: int, placed: int, centi: int, cap_
                raised: dict, allow: list, avail: np.ndarray, spread: _Spread, val, fit) -> int:
     """Raise the cheapest legal eviction variables on node n until `want` pods fit; returns how
     many fit. A gang's whole-eviction Boolean goes once, with its surplus counts."""
-    for u, var, per, ub, _ in entries:
+    for u, var, per, ub in entries:
         if k >= want:
             break
         if not _legal(u, job):
             continue
-        reclaim = not (u.preempt and u.queue == job.queue and u.priority < job.priority)
+        reclaim = not _preempts(u, job)
         if reclaim and cap_left is not None and cap_left < centi * (placed + k + 1):
             break
         follows = spread.follows.get(var.index, ())

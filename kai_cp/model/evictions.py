@@ -381,9 +381,14 @@ def _reach(state: ClusterState, units: list[Unit], pending: list[tuple[str, int]
     return reach
 
 
+def _preempts(u: Unit, job: JobInfo) -> bool:
+    """May this job preempt unit u (its own queue, strictly lower priority)?"""
+    return u.preempt and job.queue == u.queue and job.priority > u.priority
+
+
 def _legal(u: Unit, job: JobInfo) -> bool:
     """May this job's pods use what evicting unit u frees (preempt or reclaim)?"""
-    return (u.preempt and job.queue == u.queue and job.priority > u.priority) or job.queue in u.reclaimers
+    return _preempts(u, job) or job.queue in u.reclaimers
 
 
 class Evictions:
