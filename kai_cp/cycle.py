@@ -185,7 +185,8 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     greedy_objective = ctx.greedy_objective
     proto = ctx.model.proto
     stats.update(buildSeconds=round(t_build, 6), variables=len(proto.variables), constraints=len(proto.constraints),
-                 podClasses=len(ctx.classes), greedyObjective=greedy_objective)
+                 podClasses=len(ctx.classes), greedyObjective=greedy_objective,
+                 hint=str(ctx.extensions.get("hint", "greedy")))
     if not ctx.x:
         return CycleResult(state, full.session, full, "cp-sat", "OPTIMAL", float(greedy_objective),
                            float(greedy_objective), time.perf_counter() - t0, settings,

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 from clustergen import contended_clusters
-from hint_check import broken_by_hint
+from kai_cp.model.hint_check import broken_by_hint
 from kai_cp.actions.pipeline import run_greedy
 from kai_cp.cycle import pair_budget
 from kai_cp.loader import load_snapshot, load_snapshot_dict
@@ -50,6 +50,7 @@ def broken(state, monkeypatch, time_limit: float = 4.0, generated: bool = False)
     budget = pair_budget(state, greedy, time_limit)
     with monkeypatch.context() as mp:
         mp.setattr(build, "improve_hint", lambda ctx: 0)
+        mp.setattr(build, "walk_hint", lambda ctx: False)
         own = broken_by_hint(build.build_model(state, greedy, pair_budget=budget).model.proto)
     return own, broken_by_hint(build.build_model(state, greedy, pair_budget=budget).model.proto)
 

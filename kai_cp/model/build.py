@@ -16,6 +16,7 @@ from kai_cp.model.evictions import Evictions, VictimCost, build_pool, pending_ke
 from kai_cp.model.candidates import build_classes, greedy_class_nodes, pair_counts, select_pairs
 from kai_cp.model.gang import Gang
 from kai_cp.model.fragmentation import Fragmentation
+from kai_cp.model.walk_hint import walk_hint
 from kai_cp.model.gpu_sharing import GpuSharing
 from kai_cp.model.linear_rows import maximize
 from kai_cp.model.node_capacity import NodeCapacity
@@ -94,6 +95,8 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     ctx.greedy_objective = ctx.hinted_objective()       # what the fallback is compared with
     if improve_hint(ctx):
         _derive(ctx)
+    else:
+        walk_hint(ctx)
     _hint(ctx)
     variables = [v for t in ctx.terms for v in t.variables]
     coefficients = [c for t in ctx.terms for c in t.coefficients]

@@ -16,7 +16,7 @@ from kai_cp.capacity import room
 from kai_cp.gpu_sharing import SharedLedger, shared_bound
 from kai_cp.actions.allocate import GreedyResult
 from kai_cp.mig import types_of
-from kai_cp.model.fragmentation import class_deltas
+from kai_cp.model.frag_rows import class_rows, walked
 from kai_cp.model.base import PodClass
 from kai_cp.model.evictions import reach_for
 from kai_cp.model.topology import allowed_nodes, grouping_level
@@ -203,6 +203,8 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         greedy_nodes = greedy_class_nodes(greedy, classes)
 
     cls_out, node_out, ub_out = [], [], []
+    class_rows(state, free0, classes, greedy)
+    walk = walked(state)
     started = greedy.started_jobs
     used = 0
     for c in sorted(classes, key=lambda c: (c.job.name not in started, c.index)):
@@ -212,6 +214,9 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         if blocked:
             continue
         best_effort = c.tasks[0].request.best_effort
+        rows = class_rows(state, free0, classes, greedy)
+        frag = rows[c.index] if rows is not None else None
+        key = (key, id(frag))           # later classes see what earlier ones took (model/fragmentation.py)
         cached = memo.ranked.get(key)
         if cached is None:
             free_c = free0 if reach is None else free0 + reach
@@ -228,7 +233,6 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
             col = 2 if c.gpus > 0 else 0
             spread = (state.config.gpu_placement if c.gpus else state.config.cpu_placement) == "spread"
             prim = -free0[nodes, col] if spread else free0[nodes, col]
-            frag = class_deltas(state, free0, c.tasks[0].request)
             if frag is not None:      # least fragmentation first (model/fragmentation.py)
                 prim = np.where(np.isfinite(frag[nodes]), frag[nodes], 1e18)
             after = _per_node_bound(free_after[nodes], c.vec) if not best_effort else ub[nodes]
@@ -259,6 +263,11 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
             # set operations cost more than the sets do at this size.
             extra = np.array(sorted(set(g).difference(chosen.tolist())), dtype=np.int64)
             chosen = np.concatenate([chosen, extra])
+        walk_nodes = walk.get(c.index) if k and raw is not None else None
+        if walk_nodes:      # where the fragmentation walk put the class (model/walk_hint.py)
+            extra = sorted({n for n, _ in walk_nodes if raw[n] > 0}.difference(chosen.tolist()))
+            if extra:
+                chosen = np.concatenate([chosen, np.array(extra, dtype=np.int64)])
         sel_ub = np.minimum(raw[chosen] if not best_effort else np.full(len(chosen), c.size), c.size)
         if c.tasks[0].request.is_shared_gpu:
             sel_ub = np.minimum(sel_ub, memo.shared_bound(c.tasks[0].request)[chosen])

@@ -14,56 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from kai_cp.fragmentation import FULL, FragIndex, devices_of, kai_slot_deltas, workload_mix
-from kai_cp.gpu_sharing_place import device_spread
-from kai_cp.gpu_sharing import SharedLedger, task_memory
+from kai_cp.fragmentation import FULL
 from kai_cp.model.base import ModelContext
+from kai_cp.model.frag_rows import class_rows, frag_index
 
 MAX_WEIGHT = 8 * FULL      # a pod cannot change fragmentation by more than a node's GPUs
-
-
-def frag_index(state, free: np.ndarray) -> FragIndex | None:
-    """The cycle-start index, built once per state."""
-    key = "_frag_index"
-    if key in state.__dict__:
-        return state.__dict__[key]
-    mix = workload_mix(state)
-    idx = None
-    if mix is not None:
-        idx = FragIndex(mix, devices_of(state, free, SharedLedger.open(state.nodes)))
-    state.__dict__[key] = idx
-    return idx
-
-
-def _need(idx: FragIndex, state, request) -> np.ndarray:
-    cap = np.array([n.gpu_memory for n in state.nodes], dtype=np.int64)
-    mem = np.array([task_memory(request, int(c)) for c in cap], dtype=np.int64) if request.kind == "GpuMemory" \
-        else (request.gpu_portion.numerator * cap) // request.gpu_portion.denominator
-    return -(-mem * FULL // np.maximum(cap, 1))
-
-
-def _key(request) -> tuple:
-    return (request.kind, request.gpu_portion, request.gpu_memory)
-
-
-def class_deltas(state, free: np.ndarray, request) -> np.ndarray | None:
-    """Rise in fragmentation per node (best device for a shared-GPU pod), or None without a mix.
-    Computed once per distinct request per cycle (candidates and this concern both ask; classes
-    of many jobs share requests)."""
-    idx = frag_index(state, free)
-    if idx is None:
-        return None
-    memo = state.__dict__.setdefault("_frag_deltas", {})
-    out = memo.get(request)
-    if out is None:
-        if request.is_shared_gpu:
-            need = _need(idx, state, request)
-            table = idx.fraction(need, request.cpu, request.memory, _key(request))
-            out = kai_slot_deltas(idx, table, need, device_spread(state))
-        else:
-            out = idx.whole(int(request.gpus), request.cpu, request.memory)
-        memo[request] = out
-    return out
 
 
 class Fragmentation:
@@ -85,7 +40,7 @@ class Fragmentation:
             req = ctx.classes[c].tasks[0].request
             if not req.needs_gpu and not idx.mix.cpu.any():
                 continue
-            delta = class_deltas(state, ctx.free, req)[ctx.pair_node[pairs]]
+            delta = class_rows(state, ctx.free, ctx.classes, ctx.greedy)[c][ctx.pair_node[pairs]]
             finite = np.isfinite(delta)
             if not finite.any():
                 continue

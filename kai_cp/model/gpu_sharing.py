@@ -155,23 +155,32 @@ class GpuSharing:
 
 
 def _hint(ctx: ModelContext, nodes: dict[int, NodeDevices]) -> None:
-    """Greedy's devices as the hint: its existing groups map to their variables, its new groups
-    to the node's slots in order of first use."""
-    index = {(int(c), int(n)): i for i, (c, n) in enumerate(zip(ctx.pair_class.tolist(), ctx.pair_node.tolist()))}
+    """Greedy's devices as the hint."""
     class_of = {t.key: c.index for c in ctx.classes if is_shared_class(c) for t in c.tasks}
+    hint_devices(ctx, [(class_of[p.task.key], p.node, p.gpu_groups) for p in ctx.greedy.session.placements.values()
+                       if p.task.key in class_of], nodes)
+
+
+def hint_devices(ctx: ModelContext, placed, nodes: dict[int, NodeDevices] | None = None, strict: bool = False) -> bool:
+    """Hint the device variables from (class, node, shared groups) per placed pod: existing groups
+    map to their variables, new groups to the node's slots in order of first use. `strict`: False,
+    hinting nothing, when a placement has no variable."""
+    nodes = ctx.extensions.get(GpuSharing.name) if nodes is None else nodes
+    if nodes is None:
+        return True
+    index = {(int(c), int(n)): i for i, (c, n) in enumerate(zip(ctx.pair_class.tolist(), ctx.pair_node.tolist()))}
     z_val: dict[tuple[int, int], int] = {}
     opened: dict[int, dict[str, int]] = {}
-    for p in ctx.greedy.session.placements.values():
-        c = class_of.get(p.task.key)
-        if c is None or p.node not in nodes:
+    for c, node, groups in placed:
+        if node not in nodes:
             continue
-        i = index.get((c, p.node))
-        nd = nodes[p.node]
+        i = index.get((c, node))
+        nd = nodes[node]
         if i is None:
             continue
         pos = {g: d for d, (g, _, _) in enumerate(nd.existing)}
-        slot = opened.setdefault(p.node, {})
-        for g in p.gpu_groups:
+        slot = opened.setdefault(node, {})
+        for g in groups:
             if g in pos:
                 d = pos[g]
             else:
@@ -179,12 +188,16 @@ def _hint(ctx: ModelContext, nodes: dict[int, NodeDevices]) -> None:
                     slot[g] = len(slot)
                 d = len(nd.existing) + slot[g]
             z_val[(i, d)] = z_val.get((i, d), 0) + 1
+    if strict and (any(len(opened.get(n, {})) > len(nd.opens) for n, nd in nodes.items())
+                   or any(key not in nodes[int(ctx.pair_node[key[0]])].z for key in z_val)):
+        return False
     for n, nd in nodes.items():
         k = len(opened.get(n, {}))
         for j, o in enumerate(nd.opens):
             ctx.hint(o, 1 if j < k else 0)
         for key, z in nd.z.items():
             ctx.hint(z, z_val.get(key, 0))
+    return True
 
 
 def decode_groups(ctx: ModelContext, pair: int, node_name: str, tasks: list) -> list[tuple[str, ...]] | None:

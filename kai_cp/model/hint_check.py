@@ -1,5 +1,7 @@
 """The constraints of a CP-SAT model that its solution hint breaks, evaluated directly on the
 proto (linear rows, Boolean clauses, with enforcement literals), independently of the solver.
+The tests check every hint with it; the build checks a hint it constructs before keeping it
+(model/fragmentation.py `walk_hint`).
 
 Why: the model is warm-started from KAI's decisions, extended by the constructive eviction
 hint (kai_cp/model/eviction_hint.py). CP-SAT takes a complete hint that breaks one constraint
@@ -25,10 +27,25 @@ def hint_values(proto) -> list[int | None]:
     return values
 
 
+def values_of(hints, count: int) -> list[int | None]:
+    """Per variable, the value of (variable or negated literal, value) pairs (None: unset)."""
+    values: list[int | None] = [None] * count
+    for var, v in hints:
+        if var.index >= 0:
+            values[var.index] = v
+        else:
+            values[-var.index - 1] = 1 - v
+    return values
+
+
 def broken_by_hint(proto) -> list[str]:
     """One line per variable hinted outside its domain or left unhinted, and per constraint the
     hint breaks (constraints of other kinds are not judged: the model has none)."""
-    values = hint_values(proto)
+    return broken(proto, hint_values(proto))
+
+
+def broken(proto, values: list[int | None], first: bool = False) -> list[str]:
+    """What `values` (one per variable, None: unset) break; `first`: stop at the first finding."""
     out = [f"variable {i} unhinted" for i, v in enumerate(values) if v is None]
     for i, (var, v) in enumerate(zip(proto.variables, values)):
         d = list(var.domain)
@@ -56,4 +73,6 @@ def broken_by_hint(proto) -> list[str]:
             ok = sum(_lit(values, lit) for lit in c.exactly_one.literals) == 1
         if not ok:
             out.append(f"constraint {ci} ({kind}) broken: {c}")
+            if first:
+                break
     return out

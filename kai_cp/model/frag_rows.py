@@ -1,0 +1,246 @@
+"""What placing a pod of each class does to the cluster's GPU fragmentation, per node
+(kai_cp/fragmentation.py measures it): the objective's coefficients (model/fragmentation.py) and
+the candidates' ranking (model/candidates.py) read these rows.
+
+A cycle places many pods at once, and measuring every one against the cycle start sends them all
+to the same few least-fragmenting nodes (on the FGD benchmark, 100 shared-GPU pods per cycle).
+So the classes are walked in KAI's order and each pod is placed where it raises fragmentation
+least, on a copy of the cycle-start devices; each class's row is measured after the classes
+before it. The walk's placements are also offered as the model's hint (model/walk_hint.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kai_cp.fragmentation import FULL, Devices, FragIndex, Mix, devices_of, kai_slot_deltas, workload_mix
+from kai_cp.gpu_sharing import SharedLedger, task_memory
+from kai_cp.gpu_sharing_place import device_spread
+from kai_cp.pod_affinity import carries_anti_affinity
+
+
+def frag_index(state, free: np.ndarray) -> FragIndex | None:
+    """The cycle-start index, built once per state."""
+    key = "_frag_index"
+    if key in state.__dict__:
+        return state.__dict__[key]
+    mix = workload_mix(state)
+    idx = None
+    if mix is not None:
+        idx = FragIndex(mix, devices_of(state, free, SharedLedger.open(state.nodes)))
+    state.__dict__[key] = idx
+    return idx
+
+
+def _caps(state) -> np.ndarray:
+    cached = state.__dict__.get("_frag_caps")
+    if cached is None:
+        cached = state.__dict__["_frag_caps"] = np.array([n.gpu_memory for n in state.nodes], dtype=np.int64)
+    return cached
+
+
+def _need(cap: np.ndarray, request) -> np.ndarray:
+    """Milli-GPU a shared-GPU pod takes on one device of each node (memory over device memory)."""
+    mem = np.array([task_memory(request, int(c)) for c in cap], dtype=np.int64) if request.kind == "GpuMemory" \
+        else (request.gpu_portion.numerator * cap) // request.gpu_portion.denominator
+    return -(-mem * FULL // np.maximum(cap, 1))
+
+
+def _deltas(idx: FragIndex, cap: np.ndarray, request, spread: bool, key=None) -> np.ndarray:
+    if request.is_shared_gpu:
+        need = _need(cap, request)
+        return kai_slot_deltas(idx, idx.fraction(need, request.cpu, request.memory, key), need, spread)
+    return idx.whole(int(request.gpus), request.cpu, request.memory)
+
+
+def _key(request) -> tuple:
+    return (request.kind, request.gpu_portion, request.gpu_memory)
+
+
+def class_deltas(state, free: np.ndarray, request) -> np.ndarray | None:
+    """Rise in fragmentation per node (best device for a shared-GPU pod), or None without a mix.
+    Computed once per distinct request per cycle (candidates and this concern both ask; classes
+    of many jobs share requests)."""
+    idx = frag_index(state, free)
+    if idx is None:
+        return None
+    memo = state.__dict__.setdefault("_frag_deltas", {})
+    out = memo.get(request)
+    if out is None:
+        out = memo[request] = _deltas(idx, _caps(state), request, device_spread(state), _key(request))
+    return out
+
+
+WALK_PODS = 2_000       # pods the walk places one by one; classes after it are measured at the cycle start
+WALK_NODES = 256        # nodes the walk may change (each class re-measures them in a small index)
+
+
+class _Walk:
+    """Pods of the cycle placed one after another, each where it raises fragmentation least, on a
+    copy of the cycle-start devices: later classes are measured against what earlier ones took.
+    Only the nodes touched so far differ from the cycle-start index, so they are re-measured in a
+    small index of their own."""
+
+    def __init__(self, state, free: np.ndarray, idx: FragIndex) -> None:
+        self.state, self.free, self.idx = state, free, idx
+        self.cap = _caps(state)
+        self.spread = device_spread(state)
+        d = idx.devs
+        self.dev, self.cpu, self.mem = d.free.copy(), d.cpu.copy(), d.memory.copy()
+        self.gid = [list(g) for g in d.groups]         # per node and slot: shared group id, None when whole
+        self.shared0 = np.array([[g is not None for g in gs] + [False] * (d.free.shape[1] - len(gs)) for gs in d.groups],
+                                dtype=bool).reshape(d.free.shape)
+        self.dirty: list[int] = []
+        self.pods = 0
+        self._mini: FragIndex | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.pods < WALK_PODS and len(self.dirty) < WALK_NODES
+
+    def _index(self, nodes: list[int]) -> FragIndex:
+        d = np.array(nodes, dtype=np.int64)
+        m = self.idx.mix
+        mix = Mix(m.cpu, m.memory, m.milli, m.count, m.fraction, m.weight, m.allowed[:, d])
+        out = FragIndex(mix, Devices(self.dev[d], self.cpu[d], self.mem[d], [[None]] * len(d)))
+        out.__dict__["_scarcity"] = self.idx.scarcity()[d]
+        return out
+
+    def row(self, request) -> np.ndarray:
+        base = class_deltas(self.state, self.free, request)
+        if not self.dirty:
+            return base
+        if self._mini is None:
+            self._mini = self._index(self.dirty)
+        out = base.copy()
+        d = np.array(self.dirty, dtype=np.int64)
+        now = _deltas(self._mini, self.cap[self.dirty], request, self.spread)
+        # where earlier classes filled a node in the walk, its cycle-start rise stands (the model
+        # may still put this class there instead of them)
+        out[d] = np.where(np.isfinite(now), now, base[d])
+        return out
+
+    def _devices(self, i: int, request) -> list[int] | None:
+        """The devices KAI's GPU order gives the pod on node i (None: it does not fit)."""
+        dev = self.dev[i]
+        if request.is_shared_gpu:
+            need = int(_need(self.cap[i:i + 1], request)[0])
+            ok = np.nonzero(dev >= need)[0]
+            k = max(request.devices, 1)
+            if len(ok) < k:
+                return None
+            return ok[np.argsort(-dev[ok] if self.spread else dev[ok], kind="stable")][:k].tolist()
+        whole = np.nonzero(dev == FULL)[0]
+        if len(whole) < request.gpus:
+            return None
+        return whole[:int(request.gpus)].tolist()
+
+    def take(self, i: int, request, groups: tuple[str, ...] | None = None) -> tuple[str, ...] | None:
+        """Place one pod on node i: on `groups` (greedy's devices) or on KAI's choice of devices.
+        Returns the shared groups it joined or opened (new ones named by the walk)."""
+        if groups is not None and request.is_shared_gpu:
+            need = int(_need(self.cap[i:i + 1], request)[0])
+            slots = []
+            for g in groups:
+                s = next((k for k, x in enumerate(self.gid[i]) if x == g), None)
+                if s is None:
+                    s = next((k for k, x in enumerate(self.gid[i]) if x is None and self.dev[i, k] == FULL), None)
+                if s is None:
+                    return None
+                slots.append(s)
+        else:
+            slots = self._devices(i, request)
+            if slots is None:
+                return None
+            need = int(_need(self.cap[i:i + 1], request)[0]) if request.is_shared_gpu else FULL
+        out = []
+        for s in slots:
+            if request.is_shared_gpu:
+                if self.gid[i][s] is None:
+                    self.gid[i][s] = groups[len(out)] if groups is not None else f"walk:{i}:{s}"
+                self.dev[i, s] -= need
+                out.append(self.gid[i][s])
+            else:
+                self.dev[i, s] = -1
+        self.cpu[i] -= request.cpu
+        self.mem[i] -= request.memory
+        if i not in self.dirty:
+            self.dirty.append(i)
+        self._mini = None
+        self.pods += 1
+        return tuple(out)
+
+    def place(self, request, row: np.ndarray, mask: np.ndarray, count: int) -> list[tuple[int, tuple]]:
+        """Up to `count` pods, each on the node where it raises fragmentation least (a node with a
+        cycle-start shared GPU it fits on first, as gpu_sharing.SHARING_ORDER ranks them)."""
+        first = np.zeros(len(row))
+        if request.is_shared_gpu and not self.spread and self.state.config.gpu_placement != "spread":
+            first = -SHARING_BONUS * self._joinable(request)
+        row = np.where(mask & np.isfinite(row) & (self.cpu >= request.cpu) & (self.mem >= request.memory),
+                       row + first, np.inf)
+        out: list[tuple[int, tuple]] = []
+        while len(out) < count:
+            i = int(np.argmin(row))
+            if not np.isfinite(row[i]):
+                break
+            groups = self.take(i, request)
+            if groups is None:
+                row[i] = np.inf
+                continue
+            out.append((i, groups))
+            fits = self.cpu[i] >= request.cpu and self.mem[i] >= request.memory
+            row[i] = self.row_at(i, request) + first[i] if fits else np.inf
+        return out
+
+    def row_at(self, i: int, request) -> float:
+        return float(_deltas(self._index([i]), self.cap[i:i + 1], request, self.spread)[0])
+
+    def _joinable(self, request) -> np.ndarray:
+        """Nodes with a cycle-start shared GPU the pod fits on (the model's SHARING_ORDER)."""
+        return (self.shared0 & (self.idx.devs.free >= _need(self.cap, request)[:, None])).any(axis=1)
+
+
+SHARING_BONUS = 1e9     # the walk ranks joinable nodes first, as gpu_sharing.SHARING_ORDER does
+
+
+def class_rows(state, free: np.ndarray, classes, greedy) -> dict[int, np.ndarray] | None:
+    """Per pod class (in KAI's order), the rise in fragmentation per node once the classes before
+    it took their least-fragmenting nodes: one cycle places many pods, and measuring each against
+    the cycle start alone sends them all to the same few nodes. Classes whose nodes depend on more
+    than their own fit (topology scopes, anti-affinity among this cycle's pods) take greedy's
+    nodes in the walk. The walk's own choices are kept (state cache) for `walk_hint`."""
+    cached = state.__dict__.get("_frag_rows")
+    if cached is not None and cached[0] is classes:
+        return cached[1]
+    idx = frag_index(state, free)
+    if idx is None:
+        return None
+    walk = _Walk(state, free, idx)
+    free_choice = not any(carries_anti_affinity(c.tasks[0]) for c in classes)
+    class_of = {t.key: c.index for c in classes for t in c.tasks}
+    greedy_of: dict[int, list] = {}
+    for p in greedy.session.placements.values():
+        c = class_of.get(p.task.key)
+        if c is not None:
+            greedy_of.setdefault(c, []).append((p.node, p.gpu_groups))
+    rows: dict[int, np.ndarray] = {}
+    placed: dict[int, list] = {}
+    for c in classes:
+        req = c.tasks[0].request
+        if not walk.open:
+            rows[c.index] = class_deltas(state, free, req)
+            continue
+        row = rows[c.index] = walk.row(req)
+        if free_choice and c.job.scope is None:
+            placed[c.index] = walk.place(req, row.copy(), state.predicates.mask(c.tasks[0].predicate_key), c.size)
+        else:
+            for node, groups in greedy_of.get(c.index, ()):
+                walk.take(node, req, groups)
+    state.__dict__["_frag_rows"] = (classes, rows)
+    state.__dict__["_frag_walk"] = placed
+    return rows
+
+
+def walked(state) -> dict[int, list[tuple[int, tuple[str, ...]]]]:
+    """The walk's placements of the classes it chose nodes for: class -> (node, shared groups) per pod."""
+    return state.__dict__.get("_frag_walk") or {}
