@@ -95,3 +95,13 @@ def test_cp_sat_places_at_least_greedys_gpus_when_the_batch_does_not_all_fit() -
         r = run_cycle(build_cluster_state(load_snapshot_dict(doc)), CycleSettings(engine=engine, time_limit=2.0))
         out[engine] = sum(float(p.task.request.gpu_quota) for p in r.session.placements.values())
     assert out["cp-sat"] >= out["greedy"]
+
+
+def test_a_cluster_without_nodes_walks_nothing() -> None:
+    """Found by the CLI fuzz test: the walk's argmin over no nodes."""
+    doc = bench_fgd.base_doc([])
+    pod, pg = bench_fgd.pod_docs(bench_fgd.PodSpec("p", 1000, 1024, 1, 500, ""), "p0")
+    doc["rawObjects"]["pods"].append(pod)
+    doc["rawObjects"]["podGroups"].append(pg)
+    r = run_cycle(build_cluster_state(load_snapshot_dict(doc)), CycleSettings(engine="cp-sat"))
+    assert not r.session.placements

@@ -203,7 +203,7 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         greedy_nodes = greedy_class_nodes(greedy, classes)
 
     cls_out, node_out, ub_out = [], [], []
-    class_rows(state, free0, classes, greedy)
+    rows = class_rows(state, free0, classes, greedy)
     walk = walked(state)
     started = greedy.started_jobs
     used = 0
@@ -214,9 +214,8 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         if blocked:
             continue
         best_effort = c.tasks[0].request.best_effort
-        rows = class_rows(state, free0, classes, greedy)
         frag = rows[c.index] if rows is not None else None
-        key = (key, id(frag))           # later classes see what earlier ones took (model/fragmentation.py)
+        key = (key, id(frag))           # later classes see what earlier ones took (model/frag_rows.py)
         cached = memo.ranked.get(key)
         if cached is None:
             free_c = free0 if reach is None else free0 + reach
@@ -233,7 +232,7 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
             col = 2 if c.gpus > 0 else 0
             spread = (state.config.gpu_placement if c.gpus else state.config.cpu_placement) == "spread"
             prim = -free0[nodes, col] if spread else free0[nodes, col]
-            if frag is not None:      # least fragmentation first (model/fragmentation.py)
+            if frag is not None:      # least fragmentation first (model/frag_rows.py)
                 prim = np.where(np.isfinite(frag[nodes]), frag[nodes], 1e18)
             after = _per_node_bound(free_after[nodes], c.vec) if not best_effort else ub[nodes]
             if best_effort:

@@ -163,8 +163,8 @@ def _hint(ctx: ModelContext, nodes: dict[int, NodeDevices]) -> None:
 
 def hint_devices(ctx: ModelContext, placed, nodes: dict[int, NodeDevices] | None = None, strict: bool = False) -> bool:
     """Hint the device variables from (class, node, shared groups) per placed pod: existing groups
-    map to their variables, new groups to the node's slots in order of first use. `strict`: False,
-    hinting nothing, when a placement has no variable."""
+    map to their variables, new groups to the node's slots in order of first use. `strict`: return
+    False and hint nothing when a placement has no variable (no pair, device or slot for it)."""
     nodes = ctx.extensions.get(GpuSharing.name) if nodes is None else nodes
     if nodes is None:
         return True
@@ -172,12 +172,12 @@ def hint_devices(ctx: ModelContext, placed, nodes: dict[int, NodeDevices] | None
     z_val: dict[tuple[int, int], int] = {}
     opened: dict[int, dict[str, int]] = {}
     for c, node, groups in placed:
-        if node not in nodes:
-            continue
         i = index.get((c, node))
-        nd = nodes[node]
-        if i is None:
+        if node not in nodes or i is None:
+            if strict:
+                return False
             continue
+        nd = nodes[node]
         pos = {g: d for d, (g, _, _) in enumerate(nd.existing)}
         slot = opened.setdefault(node, {})
         for g in groups:
