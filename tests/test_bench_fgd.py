@@ -44,3 +44,15 @@ def test_curve_is_read_at_every_percentage_and_never_exceeds_arrivals(tmp_path: 
     # allocated never exceeds arrived demand
     assert all(v <= k + 1e-9 + 100 * 2000 / 10000 for k, v in enumerate(run.curve))
     assert run.at_100 > 50
+
+
+def test_the_upper_bound_packs_fractions_exactly() -> None:
+    """bench/bench_fgd_bound.py: capacity minus the least of max(fractions dropped, milli-GPU left
+    free on the GPUs that hold fractions)."""
+    from collections import Counter
+
+    import bench_fgd_bound as ub
+    assert ub.least_loss(Counter({810: 2, 190: 2}), 10) == (0, True)        # two GPUs filled exactly
+    assert ub.least_loss(Counter({810: 3}), 10) == (570, True)              # all placed beats dropping one (810)
+    assert ub.least_loss(Counter({600: 2}), 10) == (600, True)              # dropping one (600) beats 800 left free
+    assert ub.least_loss(Counter({500: 3, 250: 2}), 10) == (0, True)        # 500+500, 500+250+250
