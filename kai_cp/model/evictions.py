@@ -545,7 +545,7 @@ class Evictions:
                 # inside places a pod on a node the evicted pods free (decode then names that
                 # queue's job).
                 terms = []            # (counted variable, GPUs x 100 per unit, unit, unit variable)
-                for q in sub:
+                for q in sorted(sub):         # (a frozenset: its order follows the hash seed)
                     for v, c, u in gpu_terms.get(q, []):
                         inside = u.reclaimers & sub
                         if inside == u.reclaimers:
