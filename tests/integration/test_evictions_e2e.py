@@ -97,8 +97,10 @@ def test_reclaim_evicts_an_over_share_queue_for_a_starved_one(apiserver, shard, 
         "the gang waits for its victims to leave (pipelined, not bound)"
     # The preemptor's pods are nominated to the node their victims leave (kube-scheduler's
     # nominatedNodeName), so the next cycles serve them first there.
-    wait_for(lambda: _nominated(kube, shard, "w", f"{shard}-n0", 2), 15, what="the gang nominated to n0")
-    events = wait_for(lambda: _evict_events(kube, shard, "r0") or None, 15, what="Evict event on r0")
+    # (45 s: an outcome a loaded 2-core machine reaches late, not a speed claim; 15 s timed out
+    # once while a benchmark shared the machine)
+    wait_for(lambda: _nominated(kube, shard, "w", f"{shard}-n0", 2), 45, what="the gang nominated to n0")
+    events = wait_for(lambda: _evict_events(kube, shard, "r0") or None, 45, what="Evict event on r0")
     ann = events[0]["metadata"]["annotations"]
     assert ann == {"num-evicted-pods": "1", "evictor-pod-group-name": "w", "evictor-pod-group-namespace": shard,
                    "evictor-action-type": "reclaim"}
@@ -130,7 +132,7 @@ def test_preempt_evicts_lower_priority_work_of_the_same_queue(apiserver, shard, 
     for p in victims:       # the Eviction API's own condition (it replaces KAI's, which is not asked for here)
         conds = {c["type"]: c for c in p["status"].get("conditions", [])}
         assert conds["DisruptionTarget"]["reason"] == "EvictionByEvictionAPI"
-    events = wait_for(lambda: _evict_events(kube, shard, "low") or None, 15, what="Evict event on low")
+    events = wait_for(lambda: _evict_events(kube, shard, "low") or None, 45, what="Evict event on low")
     ann = events[0]["metadata"]["annotations"]
     assert ann["evictor-action-type"] == "preempt" and ann["evictor-pod-group-name"] == "high"
     assert ann["num-evicted-pods"] == "2"
@@ -185,7 +187,7 @@ def test_reclaim_evicts_a_victim_gang_spread_over_two_nodes_whole(apiserver, sha
         _job(kube, shard, "spread-reclaimer", f"{shard}-under", 2, 4)
         victims = wait_for(lambda: _terminating(kube, shard, "spread-victim", 4), 30, what="the whole victim gang reclaimed")
         assert not any(p["spec"].get("nodeName") for p in _pods(kube, shard, "spread-reclaimer").values())
-        events = wait_for(lambda: _evict_events(kube, shard, "spread-victim") or None, 15, what="Evict event")
+        events = wait_for(lambda: _evict_events(kube, shard, "spread-victim") or None, 45, what="Evict event")
         assert sum(int(e["metadata"]["annotations"]["num-evicted-pods"]) for e in events) == 4
         assert {e["metadata"]["annotations"]["evictor-action-type"] for e in events} == {"reclaim"}
         time.sleep(1.0)          # several more cycles see the victims terminating: no second eviction
@@ -228,7 +230,7 @@ def test_preempt_for_a_gang_spanning_both_nodes(apiserver, shard, start_schedule
         for i in range(2):
             victims += wait_for(lambda i=i: _terminating(kube, shard, f"span-low{i}", 2), 30, what=f"span-low{i} preempted")
         for i in range(2):
-            events = wait_for(lambda i=i: _evict_events(kube, shard, f"span-low{i}") or None, 15, what="Evict event")
+            events = wait_for(lambda i=i: _evict_events(kube, shard, f"span-low{i}") or None, 45, what="Evict event")
             ann = events[0]["metadata"]["annotations"]
             assert ann["evictor-action-type"] == "preempt" and ann["evictor-pod-group-name"] == "span-high"
         time.sleep(1.0)          # several more cycles: no second eviction
