@@ -35,6 +35,17 @@ class PodClass:
         return len(self.tasks)
 
 
+def greedy_placements(greedy: GreedyResult, classes: list[PodClass]) -> dict[int, list[tuple[int, tuple[str, ...]]]]:
+    """Per class, (node, shared GPU groups) of every pod greedy placed, in greedy's order."""
+    by_task = {t.key: c.index for c in classes for t in c.tasks}
+    out: dict[int, list[tuple[int, tuple[str, ...]]]] = {}
+    for key, p in greedy.session.placements.items():
+        c = by_task.get(key)
+        if c is not None:
+            out.setdefault(c, []).append((p.node, p.gpu_groups))
+    return out
+
+
 @dataclass
 class ObjectiveTerm:
     """One objective contribution (maximised), kept by name so it can be reported and evaluated."""

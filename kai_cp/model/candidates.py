@@ -17,7 +17,7 @@ from kai_cp.gpu_sharing import SharedLedger, shared_bound
 from kai_cp.actions.allocate import GreedyResult
 from kai_cp.mig import types_of
 from kai_cp.model.frag_rows import class_rows, walked
-from kai_cp.model.base import PodClass
+from kai_cp.model.base import PodClass, greedy_placements
 from kai_cp.model.evictions import reach_for
 from kai_cp.model.topology import allowed_nodes, grouping_level
 from kai_cp.state import ClusterState
@@ -61,13 +61,7 @@ def build_classes(state: ClusterState, greedy: GreedyResult) -> list[PodClass]:
 
 def greedy_class_nodes(greedy: GreedyResult, classes: list[PodClass]) -> dict[int, list[int]]:
     """Per class, the node of every pod greedy placed (one entry per pod)."""
-    by_task = {t.key: c.index for c in classes for t in c.tasks}
-    out: dict[int, list[int]] = {}
-    for key, p in greedy.session.placements.items():
-        c = by_task.get(key)
-        if c is not None:
-            out.setdefault(c, []).append(p.node)
-    return out
+    return {c: [n for n, _ in ps] for c, ps in greedy_placements(greedy, classes).items()}
 
 
 def pair_counts(pair_class: np.ndarray, pair_node: np.ndarray, greedy_nodes: dict[int, list[int]]) -> dict[int, int]:

@@ -21,6 +21,7 @@ import numpy as np
 from kai_cp.fragmentation import FULL, Devices, FragIndex, Mix, devices_of, kai_slot_deltas, workload_mix
 from kai_cp.gpu_sharing import SharedLedger, task_memory
 from kai_cp.gpu_sharing_place import device_spread
+from kai_cp.model.base import greedy_placements
 from kai_cp.pod_affinity import carries_anti_affinity
 
 
@@ -128,11 +129,11 @@ class _Walk:
         out[d] = np.where(np.isfinite(now), now, base[d])
         return out
 
-    def _devices(self, i: int, request) -> list[int] | None:
-        """The devices KAI's GPU order gives the pod on node i (None: it does not fit)."""
+    def _devices(self, i: int, request, need: int) -> list[int] | None:
+        """The devices KAI's GPU order gives the pod on node i (None: it does not fit); `need`:
+        milli-GPU per device of a shared-GPU pod."""
         dev = self.dev[i]
         if request.is_shared_gpu:
-            need = int(_need(self.cap[i:i + 1], request)[0])
             ok = np.nonzero(dev >= need)[0]
             k = max(request.devices, 1)
             if len(ok) < k:
@@ -146,8 +147,8 @@ class _Walk:
     def take(self, i: int, request, groups: tuple[str, ...] | None = None) -> tuple[str, ...] | None:
         """Place one pod on node i: on `groups` (greedy's devices) or on KAI's choice of devices.
         Returns the shared groups it joined or opened (new ones named by the walk)."""
+        need = int(_need(self.cap[i:i + 1], request)[0]) if request.is_shared_gpu else FULL
         if groups is not None and request.is_shared_gpu:
-            need = int(_need(self.cap[i:i + 1], request)[0])
             slots = []
             for g in groups:
                 s = next((k for k, x in enumerate(self.gid[i]) if x == g), None)
@@ -157,10 +158,9 @@ class _Walk:
                     return None
                 slots.append(s)
         else:
-            slots = self._devices(i, request)
+            slots = self._devices(i, request, need)
             if slots is None:
                 return None
-            need = int(_need(self.cap[i:i + 1], request)[0]) if request.is_shared_gpu else FULL
         out = []
         for s in slots:
             if request.is_shared_gpu:
@@ -237,12 +237,7 @@ def class_rows(state, free: np.ndarray, classes, greedy) -> dict[int, np.ndarray
     releasing = bool((np.asarray(free) != np.asarray(state.table.idle)).any())
     walk = None if releasing else _Walk(state, free, idx)
     free_choice = not any(carries_anti_affinity(c.tasks[0]) for c in classes)
-    class_of = {t.key: c.index for c in classes for t in c.tasks}
-    greedy_of: dict[int, list] = {}
-    for p in greedy.session.placements.values():
-        c = class_of.get(p.task.key)
-        if c is not None:
-            greedy_of.setdefault(c, []).append((p.node, p.gpu_groups))
+    greedy_of = greedy_placements(greedy, classes)
     rows: dict[int, np.ndarray] = {}
     placed: dict[int, list] = {}
     for c in classes:

@@ -9,7 +9,7 @@ cycle falls back to and what the objective is compared with.
 
 from __future__ import annotations
 
-from kai_cp.model.base import ModelContext
+from kai_cp.model.base import ModelContext, greedy_placements
 from kai_cp.model.frag_rows import walked
 from kai_cp.model.gpu_sharing import hint_devices
 from kai_cp.model.hint_check import broken, values_of
@@ -27,15 +27,10 @@ def walk_hint(ctx: ModelContext) -> bool:
     if not placed or ctx.greedy.session.evictions or len(ctx.model.proto.constraints) > HINT_CHECK_ROWS:
         return False
     index = {(int(c), int(n)): i for i, (c, n) in enumerate(zip(ctx.pair_class.tolist(), ctx.pair_node.tolist()))}
-    class_of = {t.key: c.index for c in ctx.classes for t in c.tasks}
-    greedy: dict[int, list] = {}
-    for p in ctx.greedy.session.placements.values():
-        c = class_of.get(p.task.key)
-        if c is not None:
-            greedy.setdefault(c, []).append((c, p.node, p.gpu_groups))
+    greedy = greedy_placements(ctx.greedy, ctx.classes)
     devices, counts, moved = [], {}, False
     for c in ctx.classes:
-        mine = greedy.get(c.index, [])
+        mine = [(c.index, n, g) for n, g in greedy.get(c.index, ())]
         walk = [(c.index, n, g) for n, g in placed.get(c.index, ())]
         use = walk if (walk and len(walk) == len(mine) and all((c.index, n) in index for _, n, _ in walk)) else mine
         moved |= use is walk and sorted(n for _, n, _ in walk) != sorted(n for _, n, _ in mine)
