@@ -31,6 +31,7 @@ class Fragmentation:
         idx = frag_index(state, ctx.free)
         if idx is None:
             return
+        rows = class_rows(state, ctx.free, ctx.classes, ctx.greedy)
         variables, coeffs = [], []
         span = 0
         pairs_of: dict[int, list[int]] = {}
@@ -40,7 +41,7 @@ class Fragmentation:
             req = ctx.classes[c].tasks[0].request
             if not req.needs_gpu and not idx.mix.cpu.any():
                 continue
-            delta = class_rows(state, ctx.free, ctx.classes, ctx.greedy)[c][ctx.pair_node[pairs]]
+            delta = rows[c][ctx.pair_node[pairs]]
             finite = np.isfinite(delta)
             if not finite.any():
                 continue
