@@ -424,15 +424,18 @@ class StatusWriter:
 
     def _nominations(self, result: CycleResult, doc: dict, placed: set[str]) -> None:
         """`status.nominatedNodeName` on the pods of the preemptors pipelined this cycle, as
-        kube-scheduler writes it on a preemptor, so the next cycle serves them first on that node
-        (kai_cp/actions/allocate.py `run_allocate`; kai_cp/simulate.py does the same offline);
-        removed from a pending pod that is not pipelined again (a nomination lasts one cycle)."""
+        kube-scheduler writes it on a preemptor, so the next cycles serve them first on that node
+        (kai_cp/actions/allocate.py `run_allocate`; kai_cp/simulate.py does the same offline).
+        It stays while the pod is pipelined again to that node (its victims take their grace period
+        to leave, many cycles in a cluster) and is removed from a pending pod that is not."""
         preemptors = {e.get("forPodGroup") for e in doc.get("evictions") or []}
-        want = {p["pod"]: p["node"] for p in doc.get("pipelined") or [] if p.get("podGroup") in preemptors}
+        pipelined = {p["pod"]: (p["node"], p.get("podGroup")) for p in doc.get("pipelined") or []}
         for t in result.state.tasks:
             pod = t.pod
             have = pod.status.nominated_node_name if pod.status is not None else None
-            node = want.get(t.key)
+            node, group = pipelined.get(t.key, (None, None))
+            if node is not None and group not in preemptors and node != have:
+                node = None
             if node is None and (have is None or t.key in placed or t.node is not None):
                 continue
             if node == have:

@@ -55,8 +55,9 @@ def apply_decisions(loaded: LoadedSnapshot, result: CycleResult, gone: set[str] 
         if i is None:
             continue
         if placement.pipelined:
-            if placement.task.job in preemptors:
-                nominated[i] = result.state.nodes[placement.node].name
+            node = result.state.nodes[placement.node].name
+            if placement.task.job in preemptors or placement.task.nominated_node == node:
+                nominated[i] = node
             continue
         pod = raw.pods[i]
         metadata = pod.metadata
@@ -75,7 +76,8 @@ def _nominate(pods: list, nominated: dict[int, str]) -> None:
     as kube-scheduler on a preemptor): the next cycle serves them first
     (kai_cp.actions.allocate.run_allocate), so the evictions made for them are not given to
     another job. Jobs pipelined onto pods that were terminating anyway are re-decided, as KAI
-    does. A nomination lasts one cycle: a pending pod not pipelined again loses it."""
+    does. A nomination lasts while the pod is pipelined again to its node (its victims are still
+    leaving); a pending pod that is not loses it."""
     for i, pod in enumerate(pods):
         node = nominated.get(i)
         status = pod.status

@@ -31,17 +31,20 @@ from __future__ import annotations
 import copy
 import json
 from collections import defaultdict
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, assume, event, given, settings
 
+import snapshot_builder as sb
 from clustergen import contended_clusters
 from kai_cp.cycle import CycleSettings, run_cycle
 from kai_cp.loader import load_snapshot_dict
-from kai_cp.simulate import simulate
+from kai_cp.simulate import apply_decisions, simulate
 from kai_cp.state import build_cluster_state
+from kai_cp.state_cache import StateBuilder
 from test_kai_scenarios import build_snapshot
 
 CYCLES = 10
@@ -230,6 +233,54 @@ def test_simulate_nominates_the_preemptors_pods_for_one_cycle() -> None:
     assert have == want
     _, snap2 = simulate(load_snapshot_dict(copy.deepcopy(doc)), 2, settings)
     assert not [p for p in snap2["rawObjects"]["pods"] if (p.get("status") or {}).get("nominatedNodeName")]
+
+
+@pytest.mark.parametrize("engine", ["greedy", "cp-sat"])
+def test_a_nomination_stays_while_its_victims_are_still_leaving(engine: str) -> None:
+    """In a cluster the victims take their grace period to leave: the next cycle pipelines the
+    preemptor again onto the same node, and its pods keep status.nominatedNodeName (kube-scheduler
+    keeps a preemptor's nomination while it waits), so every cycle until they bind serves it first;
+    once bound, none is left. (The in-cluster shape of tests/integration/test_evictions_e2e.py.)"""
+    doc = sb.snapshot(
+        nodes=[sb.node("n0", gpu=4)],
+        queues=[sb.queue("over", gpu=sb.resources(quota=0)), sb.queue("under", gpu=sb.resources(quota=4))],
+        podgroups=[sb.podgroup(f"r{i}", "over") for i in range(4)] + [sb.podgroup("w", "under", 2)],
+        pods=[sb.pod(f"r{i}-0", f"r{i}", gpu=1, phase="Running", node="n0") for i in range(4)]
+        + [sb.pod(f"w-{i}", "w", gpu=2, created=60) for i in range(2)])
+    loaded = load_snapshot_dict(doc)
+    settings = CycleSettings(engine=engine, seed=0, time_limit=1.0)
+    first = run_cycle(StateBuilder().build(loaded), settings)
+    victims = {ev.task.key for ev in first.session.evictions.values()}
+    assert victims == {f"default/r{i}-0" for i in range(4)}
+    terminating = {k: p for p in loaded.snapshot.raw_objects.pods
+                   for k in [f"default/{p.metadata.name}"] if k in victims}
+    apply_decisions(loaded, first)
+    want = {"default/w-0": "n0", "default/w-1": "n0"}
+    assert _nominations(loaded) == want
+    # The victims are still on n0, terminating (simulate would have them recreated already).
+    when = datetime.now(timezone.utc)
+    pods = loaded.snapshot.raw_objects.pods
+    for i, p in enumerate(pods):
+        old = terminating.get(f"default/{p.metadata.name}")
+        if old is not None:
+            pods[i] = old.model_copy(update={"metadata": old.metadata.model_copy(update={"deletion_timestamp": when})})
+    for _ in range(2):
+        again = run_cycle(StateBuilder().build(loaded), settings)
+        assert not again.session.evictions, "the preemptor waits for the same victims"
+        assert {p.task.key for p in again.session.placements.values() if p.pipelined} == set(want)
+        apply_decisions(loaded, again)
+        assert _nominations(loaded) == want
+    loaded.snapshot.raw_objects.pods = [p for p in pods if f"default/{p.metadata.name}" not in victims]
+    bound = run_cycle(StateBuilder().build(loaded), settings)
+    assert {(p.task.key, bound.state.nodes[p.node].name) for p in bound.session.placements.values()
+            if not p.pipelined} == set(want.items())
+    apply_decisions(loaded, bound)
+    assert _nominations(loaded) == {}
+
+
+def _nominations(loaded) -> dict[str, str]:
+    return {f"{p.metadata.namespace or 'default'}/{p.metadata.name}": p.status.nominated_node_name
+            for p in loaded.snapshot.raw_objects.pods if p.status is not None and p.status.nominated_node_name}
 
 
 def without_nominations(monkeypatch) -> None:

@@ -65,6 +65,12 @@ def _nominated(kube, shard, job, node, n):
                                       for p in ps.values()) else None
 
 
+def _cycles(sched) -> float:
+    """Cycles the scheduler has run (its `kai_cp_cycles_total` counter)."""
+    m = re.search(r"^kai_cp_cycles_total (\S+)$", sched.metrics(), re.M)
+    return float(m.group(1)) if m else 0.0
+
+
 def _evict_events(kube, shard, job):
     return [e for e in _items(kube, "v1", "events", shard)
             if e["reason"] == "Evict" and e["involvedObject"]["name"] == job]
@@ -96,10 +102,13 @@ def test_reclaim_evicts_an_over_share_queue_for_a_starved_one(apiserver, shard, 
     assert not any(p["spec"].get("nodeName") for p in _pods(kube, shard, "w").values()), \
         "the gang waits for its victims to leave (pipelined, not bound)"
     # The preemptor's pods are nominated to the node their victims leave (kube-scheduler's
-    # nominatedNodeName), so the next cycles serve them first there.
-    # (45 s: an outcome a loaded 2-core machine reaches late, not a speed claim; 15 s timed out
-    # once while a benchmark shared the machine)
+    # nominatedNodeName), so the next cycles serve them first there, and stay nominated while the
+    # victims are still terminating: several cycles later (200 ms each) it is still there.
+    # (45 s: an outcome a loaded 2-core machine reaches late, not a speed claim)
     wait_for(lambda: _nominated(kube, shard, "w", f"{shard}-n0", 2), 45, what="the gang nominated to n0")
+    before = _cycles(sched)
+    wait_for(lambda: _cycles(sched) >= before + 3, 45, what="three more cycles")
+    assert _nominated(kube, shard, "w", f"{shard}-n0", 2), "the nomination stays while the victims leave"
     events = wait_for(lambda: _evict_events(kube, shard, "r0") or None, 45, what="Evict event on r0")
     ann = events[0]["metadata"]["annotations"]
     assert ann == {"num-evicted-pods": "1", "evictor-pod-group-name": "w", "evictor-pod-group-namespace": shard,
