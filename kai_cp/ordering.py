@@ -183,7 +183,7 @@ class JobQueue:
         self.heaps: dict[str, list] = {}
         self._init: dict[str, list[float]] = {}
         self._best: dict[str, JobInfo | None] = {}
-        # queue -> (queue_rank, allocation) against its current best job
+        # queue -> (queue_rank, allocation's change count) against its current best job
         self._key: dict[str, tuple[tuple, list[float]]] = {}
         self._seq = 0
         for j in jobs:
@@ -221,9 +221,6 @@ class JobQueue:
             self._init[job.name] = v
         return v
 
-    def _alloc(self, queue: str) -> list[float]:
-        a = self.session.allocated[queue]
-        return [float(a[r]) for r in RESOURCES]
 
     def best(self, queue: str) -> JobInfo | None:
         if queue in self._best:
@@ -245,10 +242,10 @@ class JobQueue:
             j = self.best(name)
             if j is None:
                 continue
-            a = self._alloc(name)
+            version, a = self.session.allocated_floats(name)
             cached = self._key.get(name)
-            if cached is None or cached[1] != a:
-                cached = self._key[name] = (queue_rank(self.views[name], a, self.init_resources(j)), a)
+            if cached is None or cached[1] != version:
+                cached = self._key[name] = (queue_rank(self.views[name], a, self.init_resources(j)), version)
             if best_rank is None or rank_less(cached[0], best_rank):
                 best_j, best_rank = j, cached[0]
         return best_j

@@ -78,6 +78,10 @@ class Session:
     # derived from a job's session state (its tasks to allocate) stays valid while this does
     job_version: dict[str, int] = field(default_factory=dict)
     derived: dict[tuple, tuple[int, Any]] = field(default_factory=dict)  # (what, job) -> (job_version, value)
+    # queue -> count of changes to its allocation, and its allocation as floats at that count: the
+    # queue order reads every sibling's allocation at each pop (kai_cp/ordering.py)
+    alloc_version: dict[str, int] = field(default_factory=dict)
+    _alloc_floats: dict[str, tuple[int, list[float]]] = field(default_factory=dict)
     _log: list[Placement | Eviction | _Cancel | _Unplace] = field(default_factory=list)
 
     @classmethod
@@ -95,6 +99,15 @@ class Session:
         if p is None:
             return RELEASING if task.key in self.evictions else task.status
         return PIPELINED if p.pipelined else ALLOCATED
+
+    def allocated_floats(self, queue: str) -> tuple[int, list[float]]:
+        """The queue's allocation (cpu, memory, gpu) as floats, with its change count."""
+        version = self.alloc_version.get(queue, 0)
+        hit = self._alloc_floats.get(queue)
+        if hit is None or hit[0] != version:
+            a = self.allocated[queue]
+            hit = self._alloc_floats[queue] = (version, [float(a["cpu"]), float(a["memory"]), float(a["gpu"])])
+        return hit
 
     def active_allocated(self, job: JobInfo, podset: str) -> int:
         return job.podsets[podset].active_allocated + self.added.get((job.name, podset), 0)
@@ -143,7 +156,9 @@ class Session:
         mem = self.state.nodes[node].gpu_memory
         gpu = queue_gpu_of_accepted(task, mem)
         cpu, mem, gpu = sign * r.cpu, sign * r.memory, sign * gpu
+        versions = self.alloc_version
         for q in self.state.queue_path(job.queue):
+            versions[q.name] = versions.get(q.name, 0) + 1
             a = self.allocated[q.name]
             a["cpu"] += cpu
             a["memory"] += mem
