@@ -184,7 +184,7 @@ class JobQueue:
         self._init: dict[str, list[float]] = {}
         self._best: dict[str, JobInfo | None] = {}
         # queue -> (queue_rank, allocation's change count) against its current best job
-        self._key: dict[str, tuple[tuple, list[float]]] = {}
+        self._key: dict[str, tuple[tuple, int]] = {}
         self._seq = 0
         for j in jobs:
             self.push(j)
@@ -220,7 +220,6 @@ class JobQueue:
                 s.derived[key] = (version, v)
             self._init[job.name] = v
         return v
-
 
     def best(self, queue: str) -> JobInfo | None:
         if queue in self._best:

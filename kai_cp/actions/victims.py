@@ -185,7 +185,7 @@ class VictimQueue:
             head = self._head(name)
             if head is None:
                 continue
-            a = [float(self.session.allocated[name][r]) for r in RESOURCES]
+            a = self.session.allocated_floats(name)[1]
             taken = self.taken.get(name, [0.0, 0.0, 0.0])
             nxt = self._vector(head.tasks)
             req = [-(x + y) for x, y in zip(taken, nxt)]
