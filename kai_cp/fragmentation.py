@@ -9,11 +9,6 @@ cluster runs and waits on (the snapshot's own pods, counted in state.workload). 
 where it raises fragmentation least keeps whole GPUs whole for big pods, pairs fractions that
 complete a GPU, and keeps CPU-heavy pods off nodes whose GPUs they would strand.
 
-The mix keeps the MAX_KINDS most common kinds: a pod restricted to some GPU models is a kind of
-its own per model list, and with 24 kinds those fell out on the FGD benchmark's gpuspec33 trace
-(bench/bench_fgd.py, ten seeds: 87.59 % allocated with 24, 90.04 % with 64; the other traces
-within -0.22..+0.09 points; every kind, 114 on cpu250, was worse there: 91.59 against 92.13 %).
-
 Units: milli-GPU (free capacity of a device: 0..1000), exact integers in the node arrays.
 """
 
@@ -25,7 +20,7 @@ import numpy as np
 
 from kai_cp.gpu_sharing import task_memory
 
-MAX_KINDS = 64          # the most common kinds of pods; the rest of the mix is small
+MAX_KINDS = 24          # the most common kinds of pods; the rest of the mix is small
 FULL = 1000
 SCARCITY_WEIGHT = 0.5   # milli-GPU of cost per milli-GPU taken, per unit of extra pressure on a node
 
