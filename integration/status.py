@@ -303,7 +303,7 @@ class StatusWriter:
             self._eviction_events(futures, [ev for ev in doc.get("evictions") or [] if ev.get("pod") in done],
                                   lambda name: (lambda j: (j.namespace, j.uid) if j else None)(jobs.get(name)))
         self._pipelined_events(futures, result, doc)
-        self._nominations(result, doc, applied_keys)
+        self._nominations(result, applied_keys)
         for job in state.jobs.values():
             pg = job.pod_group
             pg_ref = {"kind": "PodGroup", "apiVersion": PG_GV, "namespace": job.namespace, "name": job.name,
@@ -422,20 +422,18 @@ class StatusWriter:
                 self.event(futures, self._ref_pod(pod), "Normal", "Pipelined",
                            f"Pod {p['pod']} was pipelined to node {p['node']}")
 
-    def _nominations(self, result: CycleResult, doc: dict, placed: set[str]) -> None:
+    def _nominations(self, result: CycleResult, placed: set[str]) -> None:
         """`status.nominatedNodeName` on the pods of the preemptors pipelined this cycle, as
         kube-scheduler writes it on a preemptor, so the next cycles serve them first on that node
-        (kai_cp/actions/allocate.py `run_allocate`; kai_cp/simulate.py does the same offline).
-        It stays while the pod is pipelined again to that node (its victims take their grace period
-        to leave, many cycles in a cluster) and is removed from a pending pod that is not."""
-        preemptors = {e.get("forPodGroup") for e in doc.get("evictions") or []}
-        pipelined = {p["pod"]: (p["node"], p.get("podGroup")) for p in doc.get("pipelined") or []}
+        (kai_cp/actions/allocate.py `run_allocate`; kai_cp/simulate.py does the same offline;
+        which pods: CycleResult.nominations). It stays while the pod is pipelined again to that
+        node (its victims take their grace period to leave, many cycles in a cluster) and is
+        removed from a pending pod that is not."""
+        want = result.nominations()
         for t in result.state.tasks:
             pod = t.pod
             have = pod.status.nominated_node_name if pod.status is not None else None
-            node, group = pipelined.get(t.key, (None, None))
-            if node is not None and group not in preemptors and node != have:
-                node = None
+            node = want.get(t.key)
             if node is None and (have is None or t.key in placed or t.node is not None):
                 continue
             if node == have:

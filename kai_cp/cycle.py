@@ -76,6 +76,20 @@ class CycleResult:
                  "gpuGroups": list(p.gpu_groups)}
                 for p in sorted(self.session.placements.values(), key=lambda p: p.task.key) if p.pipelined]
 
+    def nominations(self) -> dict[str, str]:
+        """Pod key -> node for the pending pods that carry `status.nominatedNodeName` after this
+        cycle (kube-scheduler's field on a preemptor): the pods of the jobs this cycle's evictions
+        are for, and those pipelined again to the node they were nominated to (their victims are
+        still leaving). kai_cp/simulate.py and integration/status.py both write these."""
+        preemptors = {e.for_job for e in self.session.evictions.values()}
+        out: dict[str, str] = {}
+        for p in self.session.placements.values():
+            if p.pipelined:
+                node = self.state.nodes[p.node].name
+                if p.task.job in preemptors or p.task.nominated_node == node:
+                    out[p.task.key] = node
+        return out
+
     def evictions(self) -> list[dict]:
         return [{"pod": e.task.key, "podGroup": e.task.job, "action": e.action, "forPodGroup": e.for_job,
                  "node": self.state.nodes[e.node].name, "message": e.message}

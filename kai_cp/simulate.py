@@ -48,16 +48,10 @@ def apply_decisions(loaded: LoadedSnapshot, result: CycleResult, gone: set[str] 
         raw.pods[i] = _copy(pod, spec=_copy(pod.spec, node_name=None),
                             metadata=_copy(pod.metadata, deletion_timestamp=None, labels=labels),
                             status=_unnominated(_phase(pod.status, "Pending")))
-    nominated: dict[int, str] = {}
-    preemptors = {ev.for_job for ev in result.session.evictions.values()}
+    nominated = {at[k]: node for k, node in result.nominations().items() if k in at}
     for placement in result.session.placements.values():
         i = at.get(placement.task.key)
-        if i is None:
-            continue
-        if placement.pipelined:
-            node = result.state.nodes[placement.node].name
-            if placement.task.job in preemptors or placement.task.nominated_node == node:
-                nominated[i] = node
+        if i is None or placement.pipelined:
             continue
         pod = raw.pods[i]
         metadata = pod.metadata
@@ -73,11 +67,10 @@ def apply_decisions(loaded: LoadedSnapshot, result: CycleResult, gone: set[str] 
 
 def _nominate(pods: list, nominated: dict[int, str]) -> None:
     """What kai-cp writes on the pods of the preemptors it pipelines (`status.nominatedNodeName`,
-    as kube-scheduler on a preemptor): the next cycle serves them first
-    (kai_cp.actions.allocate.run_allocate), so the evictions made for them are not given to
-    another job. Jobs pipelined onto pods that were terminating anyway are re-decided, as KAI
-    does. A nomination lasts while the pod is pipelined again to its node (its victims are still
-    leaving); a pending pod that is not loses it."""
+    as kube-scheduler on a preemptor; which pods: CycleResult.nominations): the next cycles serve
+    them first (kai_cp.actions.allocate.run_allocate), so the evictions made for them are not
+    given to another job. Jobs pipelined onto pods that were terminating anyway are re-decided,
+    as KAI does. A pending pod no longer nominated loses it."""
     for i, pod in enumerate(pods):
         node = nominated.get(i)
         status = pod.status
