@@ -24,12 +24,16 @@ its required level, any of them, or cluster-wide without one -- the acceptance f
 domain" counts only the domain the engine chose, "given others" also subtracts what the other
 gangs took in the same cycle), required-level violations, the independent
 validator's findings (kai_cp/validate.py) and the cycle time. Per seed also an upper bound on
-required-topology gangs admitted by any engine (``required_bound``). Then medians and the
-acceptance checks of issue 6.
+required-topology gangs admitted by any engine (``required_bound``) and, with
+``--excess-bound-time``, on how many of cp-sat's placed multi-pod gangs any placement of the
+same gangs gives zero excess racks (``zero_excess_bound``: the gangs of one cycle compete for
+the same emptiest racks, so the per-gang minimum is not reachable for all of them at once).
+Then medians and the acceptance checks of issue 6.
 
     python bench/bench_topology.py [--seeds 5] [--seed 0] [--time-limit 1.0] [--engines greedy,cp-sat]
                                    [--zones 4 --blocks 8 --racks 8 --nodes-per-rack 2]
-                                   [--fill 0.3] [--load 0.9] [--bound-time 5] [--json out.json]
+                                   [--fill 0.3] [--load 0.9] [--bound-time 5] [--excess-bound-time 0]
+                                   [--json out.json]
                                    [--write-snapshots DIR] [--actions allocate]
 """
 
@@ -215,6 +219,100 @@ def required_bound(view: TopologyView, seconds: float) -> tuple[Optional[int], s
     return int(solver.best_objective_bound + 1e-6), solver.status_name(status).lower()
 
 
+def zero_excess_bound(view: TopologyView, figs: list, seconds: float) -> tuple[Optional[int], str]:
+    """Most of these placed multi-pod gangs that any placement could give zero excess racks by
+    the acceptance definition (the fewest racks that hold the gang in the cycle-start free GPUs,
+    other gangs ignored), with the same gangs admitted, and how it was proven.
+
+    Exact for the GPUs of these gangs, a relaxation for the rest (the single-pod gangs placed in
+    the same cycle, CPU and memory are left out: they only take room away): per gang and node,
+    how many of its pods go there; per node, their GPUs within its free GPUs; per gang, one
+    domain of its required level; a gang counts when it uses at most its minimum racks. CP-SAT's
+    best bound (rounded down) is an upper bound even when the search does not finish."""
+    from ortools.sat.python import cp_model
+
+    gangs = [(f, view.gangs[f.name]) for f in figs if f.excess is not None]
+    if not gangs:
+        return 0, "no placed multi-pod gangs"
+    free = {n: int(max(0.0, v) + 1e-9) for n, v in view.free.items()}
+    m = cp_model.CpModel()
+    per_node: dict[str, list] = defaultdict(list)
+    counted = []
+    for f, g in gangs:
+        size = int(g.pod_gpus)
+        topo = view.rack_topology(g)
+        racks = view.domains(topo, view.rack_label)
+        scope = (view.domains(topo, g.required)
+                 if g.required and g.topology == topo and g.required in view.levels[topo] else None)
+        xs_by_rack: dict[Any, list] = defaultdict(list)
+        xs_by_dom: dict[Any, list] = defaultdict(list)
+        total = []
+        eligible = _zero_excess_racks(view, g, f, free, racks, scope)
+        z = m.new_bool_var("")
+        for n, fr in free.items():
+            k = min(f.pods, fr // size) if size > 0 else f.pods
+            if k <= 0 or racks.get(n) is None or (scope is not None and scope.get(n) is None):
+                continue
+            x = m.new_int_var(0, k, "")
+            if racks[n] not in eligible:
+                m.add(x == 0).only_enforce_if(z)    # no rack set of the minimum's size includes it
+            total.append(x)
+            per_node[n].append((size, x))
+            xs_by_rack[racks[n]].append((x, k))
+            if scope is not None:
+                xs_by_dom[scope[n]].append((x, k))
+        m.add(sum(total) == f.pods)
+        used = []
+        for items in xs_by_rack.values():
+            u = m.new_bool_var("")
+            m.add(sum(x for x, _ in items) <= min(f.pods, sum(k for _, k in items)) * u)
+            used.append(u)
+        if scope is not None:
+            picks = []
+            for items in xs_by_dom.values():
+                w = m.new_bool_var("")
+                m.add(sum(x for x, _ in items) <= f.pods * w)
+                picks.append(w)
+            m.add(sum(picks) == 1)
+        m.add(sum(used) <= f.min_racks).only_enforce_if(z)
+        counted.append(z)
+    for n, items in per_node.items():
+        m.add(sum(size * x for size, x in items) <= free[n])
+    m.maximize(sum(counted))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = seconds
+    solver.parameters.num_workers = 2
+    solver.parameters.random_seed = 0
+    status = solver.solve(m)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return len(gangs), f"every placed multi-pod gang (relaxation {solver.status_name(status).lower()})"
+    return int(solver.best_objective_bound + 1e-6), (
+        f"{solver.status_name(status).lower()}, best placement found {int(solver.objective_value)}")
+
+
+def _zero_excess_racks(view: TopologyView, g, f, free: dict[str, int], racks: dict, scope) -> set:
+    """Racks that belong to some set of `f.min_racks` racks holding the gang's pods inside one
+    domain of its required level: with zero excess the gang uses no other rack."""
+    size, need = int(g.pod_gpus), f.pods
+    slots: dict[Any, dict[Any, int]] = defaultdict(lambda: defaultdict(int))
+    for n, fr in free.items():
+        if racks.get(n) is None or (scope is not None and scope.get(n) is None):
+            continue
+        slots[scope[n] if scope is not None else ()][racks[n]] += fr // size if size > 0 else need
+    out: set = set()
+    k = f.min_racks
+    for per_rack in slots.values():
+        ranked = sorted(per_rack.items(), key=lambda kv: -kv[1])
+        top = sum(v for _, v in ranked[:k])
+        if top < need:
+            continue
+        below = top - (ranked[k - 1][1] if len(ranked) >= k else 0)      # the best k - 1
+        for i, (r, v) in enumerate(ranked):
+            if i < k or v + below >= need:
+                out.add(r)
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # runs
 # --------------------------------------------------------------------------------------------
@@ -237,6 +335,8 @@ class EngineRun:
     validator: int             # other invariant violations found by kai_cp/validate.py
     examples: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)   # the cycle's own timings and fallback reason
+    zero_excess_bound: Optional[int] = None   # most of these gangs any placement gives zero excess
+    zero_excess_bound_method: str = "not computed"
 
 
 @dataclass
@@ -265,8 +365,10 @@ def run_engine(doc: dict[str, Any], view: TopologyView, engine: str, args: argpa
     multi = [f for f in figs if f.excess is not None]
     bad = [f for f in figs if f.violation]
     status = result.status if engine == "greedy" else f"{result.status}/{result.stats.get('solverStatus', '-')}"
+    bound, how = (zero_excess_bound(view, figs, args.excess_bound_time)
+                  if args.excess_bound_time > 0 and engine == "cp-sat" else (None, "not computed"))
     return EngineRun(
-        engine=engine, status=status, wall=wall, gangs=len(figs), gangs_required=sum(f.required for f in figs),
+        zero_excess_bound=bound, zero_excess_bound_method=how, engine=engine, status=status, wall=wall, gangs=len(figs), gangs_required=sum(f.required for f in figs),
         gpus=sum(f.gpus for f in figs), pods=sum(f.pods for f in figs), multi=len(multi),
         zero_excess=sum(f.excess == 0 for f in multi),
         zero_excess_given_others=sum(f.excess_given_others == 0 for f in multi),
@@ -318,6 +420,9 @@ def print_seed(s: SeedRun) -> None:
               + (f" ({e.stats['fallbackReason']})" if e.stats.get("fallbackReason") else ""))
         for ex in e.examples:
             print(f"    violation: {ex}")
+        if e.zero_excess_bound is not None:
+            print(f"    {e.engine}'s gangs with zero excess racks, by any placement of the same gangs: <= "
+                  f"{e.zero_excess_bound} of {e.multi} ({e.zero_excess_bound_method})")
 
 
 def med(xs: list[float]) -> float:
@@ -354,6 +459,9 @@ def summarize(seeds: list[SeedRun], engines: list[str]) -> dict[str, Any]:
         checks["cpSatGpusAtLeastGreedyEverySeed"] = all(c.gpus >= g.gpus - 1e-9 for _, c, g in pairs)
         share = out["engines"]["cp-sat"]["zeroExcessShare"]
         checks["cpSatZeroExcessShareAtLeast95"] = share is not None and share >= 0.95
+        xb = [c.zero_excess_bound for _, c, _ in pairs]
+        multi_c = sum(c.multi for _, c, _ in pairs)
+        checks["zeroExcessBound"] = (sum(xb) / multi_c) if multi_c and all(b is not None for b in xb) else None
         req_c, req_g = sum(c.gangs_required for _, c, _ in pairs), sum(g.gangs_required for _, _, g in pairs)
         bounds = [s.bound_required for s, _, _ in pairs]
         bound = sum(bounds) if all(b is not None for b in bounds) else None
@@ -365,8 +473,12 @@ def summarize(seeds: list[SeedRun], engines: list[str]) -> dict[str, Any]:
         print("\nacceptance (issue 6):")
         print(f"  cp-sat GPUs >= greedy GPUs in every seed: {ok(checks['cpSatGpusAtLeastGreedyEverySeed'])}  "
               + ", ".join(f"seed {s.seed}: {c.gpus:.0f} vs {g.gpus:.0f}" for s, c, g in pairs))
+        xbs = checks["zeroExcessBound"]
         print(f"  >= 95% of cp-sat's placed multi-pod gangs with zero excess racks: "
-              f"{ok(checks['cpSatZeroExcessShareAtLeast95'])}  ({'-' if share is None else f'{share:.1%}'})")
+              f"{ok(checks['cpSatZeroExcessShareAtLeast95'])}  ({'-' if share is None else f'{share:.1%}'}; "
+              f"given the other gangs' placements {pct_or_dash(out['engines']['cp-sat']['zeroExcessGivenOthersShare'])}; "
+              f"upper bound for any placement of "
+              f"the same gangs: {'not computed (--excess-bound-time)' if xbs is None else f'{xbs:.1%}'})")
         rq = checks["requiredGangs"]
         verdict = ("n/a: an engine violates required levels, so its admissions do not count"
                    if not checks["noRequiredViolations"] else
@@ -378,6 +490,10 @@ def summarize(seeds: list[SeedRun], engines: list[str]) -> dict[str, Any]:
         print(f"  cp-sat cycle median <= 1 s: {ok(checks['cpSatCycleMedianAtMost1s'])}"
               f"  ({out['engines']['cp-sat']['wallMedian']:.3f} s)")
     return out
+
+
+def pct_or_dash(share: Optional[float]) -> str:
+    return "-" if share is None else f"{share:.1%}"
 
 
 def ok(b: bool) -> str:
@@ -398,6 +514,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--fill", type=float, default=0.30, help="share of GPUs used by scattered 1-GPU pods")
     ap.add_argument("--load", type=float, default=0.90, help="offered load: (running + pending GPUs) / GPUs")
     ap.add_argument("--bound-time", type=float, default=5.0, help="seconds for the required-gang bound (0: skip)")
+    ap.add_argument("--excess-bound-time", type=float, default=0.0,
+                    help="seconds per seed for an upper bound on the zero-excess share any placement of cp-sat's "
+                         "admitted gangs reaches (0: skip; bench_topology.zero_excess_bound)")
     ap.add_argument("--actions", default="allocate",
                     help="the snapshot's config.actions (default allocate: this benchmark measures placement; with "
                          "the eviction actions greedy runs KAI's unbounded reclaim search, 3-15 min a cycle on these "

@@ -176,3 +176,22 @@ def test_chosen_domain_needing_more_racks_is_no_excess_in_domain() -> None:
     a = figs["a"]
     assert a.racks == 2 and a.min_racks == 1 and a.min_racks_in_domain == 2      # b1/r1 alone would do
     assert a.excess == 1 and a.excess_in_domain == 0
+
+
+def test_zero_excess_bound_shares_the_racks_between_gangs() -> None:
+    """Three gangs of 4 x 4 GPUs preferring a rack: b1/r1 and b2/r2 hold one each in a single
+    rack (each gang's minimum), so at most two of the three can have zero excess racks, however
+    they are placed; the third needs b1/r2 and b2/r1."""
+    d = doc()
+    raw = d["rawObjects"]
+    raw["pods"] = [p for p in raw["pods"] if p["spec"].get("nodeName")]
+    for name in ("d", "e", "f"):
+        raw["pods"] += [pod(f"{name}{i}", name, 4) for i in range(4)]
+        raw["podGroups"].append(group(name, 4, preferred=RACK))
+    view = tm.TopologyView(d)
+    figs = view.judge([(f"ns/d{i}", n) for i, n in enumerate(["n0", "n0", "n1", "n1"])]
+                      + [(f"ns/e{i}", n) for i, n in enumerate(["n6", "n6", "n7", "n7"])]
+                      + [(f"ns/f{i}", n) for i, n in enumerate(["n2", "n2", "n4", "n5"])])
+    assert [f.excess for f in figs] == [0, 0, 1]
+    assert bt.zero_excess_bound(view, figs, 5.0)[0] == 2
+    assert bt.zero_excess_bound(view, figs[:2], 5.0)[0] == 2     # two alone: both can

@@ -103,6 +103,50 @@ def test_cp_sat_keeps_the_zone_and_uses_the_fewest_racks() -> None:
     assert len(set(where.values())) == 2                                  # 3 pods in 2 racks: the minimum
 
 
+def _spread_zone_doc(sub_groups: bool = False) -> dict:
+    """Zone A: six racks with one free GPU each (the most packed zone that fits); zone B: two
+    racks with four free each. A gang of six 1-GPU pods requires a zone and prefers a rack: no
+    rack holds it, so KAI takes zone A and six racks; zone B holds it in two."""
+    nodes, pods = [], []
+    for i in range(6):
+        nodes.append(racked(f"a{i}", "A", f"A{i}", gpus=2))
+        pods += running(f"busy-a{i}", f"a{i}", 1)
+    nodes += [racked("b0", "B", "B0", gpus=4), racked("b1", "B", "B1", gpus=4)]
+    groups = [pod_group(p["metadata"]["name"][:-2], "q") for p in pods]
+    if sub_groups:      # the zone on the job, the rack on its one sub-group: two constraints
+        g = pod_group("job", "q", min_member=6, topology=constraint(required=ZONE),
+                      sub_groups=[{"name": "s", "minMember": 6, "topologyConstraint": constraint(preferred=RACK)}])
+        job = [pod(f"job-{i}", "job", gpus=1, queue_name="q", subgroup="s", created=-500 + i) for i in range(6)]
+    else:
+        g, job = gang("job", 6, 1, constraint(required=ZONE, preferred=RACK))
+    return doc(nodes, groups + [g], pods + job)
+
+
+def test_the_hint_moves_a_spread_gang_to_the_zone_where_it_uses_the_fewest_racks() -> None:
+    """The model's starting point (kai_cp/model/compaction.py) re-places a gang greedy spread in
+    the required domain where it needs the fewest racks, not only inside greedy's own domain."""
+    from kai_cp.actions.pipeline import run_greedy
+    from kai_cp.model.candidates import build_classes, greedy_class_nodes
+    from kai_cp.model.compaction import compact
+
+    state = build_cluster_state(load_snapshot_dict(_spread_zone_doc()))
+    greedy = run_greedy(state, 0.0, evictions=False)
+    classes = build_classes(state, greedy)
+    before = greedy_class_nodes(greedy, classes)
+    after = compact(state, greedy, classes, before)
+    names = [n.name for n in state.nodes]
+    assert sorted(names[n] for ns in before.values() for n in ns) == [f"a{i}" for i in range(6)]   # KAI's
+    assert sorted(names[n] for ns in after.values() for n in ns) == ["b0"] * 4 + ["b1"] * 2
+
+
+@pytest.mark.parametrize("sub_groups", [False, True])
+def test_cp_sat_places_the_gang_in_the_zone_with_the_fewest_racks(sub_groups: bool) -> None:
+    _, greedy = cycle(_spread_zone_doc(sub_groups), "greedy")
+    _, cpsat = cycle(_spread_zone_doc(sub_groups), "cp-sat")
+    assert sorted(placed(greedy).values()) == [f"a{i}" for i in range(6)]
+    assert sorted(placed(cpsat).values()) == ["b0"] * 4 + ["b1"] * 2
+
+
 def test_why_pending_names_the_level_and_what_the_best_domain_offers() -> None:
     nodes = [racked(f"n{i}", "z1", f"r{i // 2}") for i in range(4)]
     pods = running("busy", "n0", 4) + running("busy2", "n2", 4)

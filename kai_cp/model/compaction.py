@@ -7,8 +7,10 @@ its budget on the LP relaxation (the big-M domain links make it weak) and rarely
 so the hint itself is improved first, before candidates are chosen (the nodes it picks become
 candidates, as greedy's own nodes are): every scope greedy spread over several preferred-level
 domains is moved, in KAI's job order, onto the fewest such domains that hold all of its pods
-(roomiest domain first, largest pods first, inside its required domain, on nodes its pods'
-predicates and topology allow), on idle capacity only. The result places the same pods of the
+(roomiest domain first, largest pods first, on nodes its pods' predicates and topology allow),
+on idle capacity only, inside the required domain where that takes the fewest (greedy's own
+among equals; a job with several constraints keeps greedy's). Repeated passes leave every gang
+on the fewest preferred-level domains the others' placements leave it. The result places the same pods of the
 same jobs, so it is a complete and feasible solution the model can only improve on.
 """
 
@@ -23,6 +25,7 @@ from kai_cp.pod_affinity import carries_anti_affinity
 from kai_cp.state import ClusterState
 
 PASSES = 3
+CHOICES = 4        # required domains tried per scope, most promising first
 
 
 def compact(state: ClusterState, greedy: GreedyResult, classes: list[PodClass],
@@ -64,7 +67,10 @@ def _compact_pass(classes: list[PodClass], scopes: list, by_job: dict[str, list[
         for k in mine:
             if k.index not in usable:
                 usable[k.index] = _usable(state, k)
-        plan = _fewest_domains(classes, pods, idle, pref, c, usable)
+        # Another domain only for a job's one constraint: moving a sub-group elsewhere could take
+        # it out of its parent's domain, and a parent's move would split its sub-groups'.
+        alone = sum(1 for s in job.scope.walk() if s.constraint is not None) == 1
+        plan = _fewest_domains(classes, pods, idle, pref, c, usable, move=alone)
         if plan is None:
             continue
         for ci, n in pods:
@@ -92,8 +98,12 @@ def _usable(state: ClusterState, c: PodClass) -> np.ndarray:
 
 
 def _fewest_domains(classes: list[PodClass], pods: list[tuple[int, int]], idle: np.ndarray, pref: np.ndarray, c,
-                    usable: dict[int, np.ndarray]) -> list[tuple[int, int]] | None:
-    """The scope's pods on the fewest preferred-level domains, or None when that is no fewer."""
+                    usable: dict[int, np.ndarray], move: bool = True) -> list[tuple[int, int]] | None:
+    """The scope's pods on the fewest preferred-level domains, or None when that is no fewer.
+    With a required level (and `move`), every required domain its pods may use is a choice, most promising
+    first (fewest preferred-level domains by room), greedy's own first among equals: keeping
+    greedy's required domain left a third of the gangs that could have used fewer racks in
+    another domain spread (bench/bench_topology.py)."""
     free = idle.copy()
     for ci, n in pods:
         free[n] += classes[ci].vec
@@ -101,15 +111,47 @@ def _fewest_domains(classes: list[PodClass], pods: list[tuple[int, int]], idle: 
     for ci in {ci for ci, _ in pods}:
         any_usable |= usable[ci]
     nodes = np.nonzero(any_usable & (pref >= 0))[0]
-    if c.required is not None:
-        req = c.tree.domain_of(c.required)
-        nodes = nodes[req[nodes] == req[pods[0][1]]]
     left = sorted(pods, key=lambda p: -int(classes[p[0]].vec[2]))
-    room = free[nodes]
-    # Roomiest first: how many of the scope's largest pod each domain holds (per-node copies, summed).
+    # How many of the scope's largest pod each node holds (its domains' room, roomiest first).
     big = np.max([classes[ci].vec for ci, _ in pods], axis=0)
     need = big > 0
-    copies = (np.maximum(room[:, need], 0) // big[need]).min(axis=1) if need.any() else np.full(len(nodes), len(pods))
+    copies = (np.maximum(free[nodes][:, need], 0) // big[need]).min(axis=1) if need.any() \
+        else np.full(len(nodes), len(pods))
+    current = len({int(pref[n]) for _, n in pods})
+    if c.required is None:
+        choices = [nodes]
+    else:
+        req = c.tree.domain_of(c.required)
+        mine = int(req[pods[0][1]])
+        within = req[nodes]
+        estimate = {}
+        for d in np.unique(within).tolist():
+            here = within == d
+            domains, inverse = np.unique(pref[nodes[here]], return_inverse=True)
+            holds = np.sort(np.bincount(inverse.reshape(-1), weights=copies[here], minlength=len(domains)))[::-1]
+            k = int(np.searchsorted(np.cumsum(holds), len(pods))) + 1
+            if k <= len(holds):
+                estimate[d] = k
+        ranked = sorted(estimate, key=lambda d: (estimate[d], d != mine, d))[:CHOICES] if move else []
+        if mine not in ranked:
+            ranked.append(mine)
+        choices = [nodes[within == d] for d in ranked if d == mine or estimate[d] < current]
+    best: list[tuple[int, int]] | None = None
+    best_used = current
+    for here_nodes in choices:
+        plan, used = _plan(classes, left, free[here_nodes], here_nodes, pref, usable)
+        if plan is not None and used < best_used:
+            best, best_used = plan, used
+    return best
+
+
+def _plan(classes: list[PodClass], left: list, room: np.ndarray, nodes: np.ndarray, pref: np.ndarray,
+          usable) -> tuple[list[tuple[int, int]] | None, int]:
+    """All of `left` on `nodes`, roomiest preferred-level domain first: (plan, domains used), or
+    (None, 0) when they do not all fit."""
+    big = np.max([classes[ci].vec for ci, _ in left], axis=0)
+    need = big > 0
+    copies = (np.maximum(room[:, need], 0) // big[need]).min(axis=1) if need.any() else np.full(len(nodes), len(left))
     domains, inverse = np.unique(pref[nodes], return_inverse=True)
     holds = np.bincount(inverse.reshape(-1), weights=copies, minlength=len(domains))
     plan: list[tuple[int, int]] = []
@@ -121,8 +163,7 @@ def _fewest_domains(classes: list[PodClass], pods: list[tuple[int, int]], idle: 
         if placed:
             plan += placed
             used += 1
-    current = len({int(pref[n]) for _, n in pods})
-    return plan if not left and used < current else None
+    return (plan, used) if not left else (None, 0)
 
 
 def _fill(classes: list[PodClass], pods, room: np.ndarray, nodes: np.ndarray, here: np.ndarray, usable):
