@@ -186,12 +186,28 @@ class JobQueue:
         # queue -> (queue_rank, allocation's change count) against its current best job
         self._key: dict[str, tuple[tuple, int]] = {}
         self._seq = 0
+        # Heaps built at once (the eviction search builds a queue of every pending job per
+        # simulated scenario): the same pop order as pushing them one by one, keys being unique.
         for j in jobs:
-            self.push(j)
+            self._seq += 1
+            self.heaps.setdefault(j.queue, []).append((self._order_key(j), self._seq, j))
+        for heap in self.heaps.values():
+            heapq.heapify(heap)
+
+    def _order_key(self, job: JobInfo) -> tuple:
+        """job_order_key, kept on the session while the job's own tasks are unchanged."""
+        s = self.session
+        version = s.job_version.get(job.name, 0)
+        hit = s.derived.get(("order", job.name))
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        key = job_order_key(job, s)
+        s.derived[("order", job.name)] = (version, key)
+        return key
 
     def push(self, job: JobInfo) -> None:
         self._seq += 1
-        heapq.heappush(self.heaps.setdefault(job.queue, []), (job_order_key(job, self.session), self._seq, job))
+        heapq.heappush(self.heaps.setdefault(job.queue, []), (self._order_key(job), self._seq, job))
         self._init.pop(job.name, None)
         self._invalidate(job.queue)
 

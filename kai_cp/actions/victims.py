@@ -10,7 +10,7 @@ simulation leaves in place) is common, as in KAI.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -32,6 +32,9 @@ class Victim:
     """A victim job restricted to the tasks that may still be chosen from it (task order)."""
     job: JobInfo
     tasks: list[TaskInfo]
+    # victim_order_key, once: it reads only the job and these tasks, and every gang step of a
+    # preemptor builds a victim queue of the same victims again
+    order_key: tuple | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -129,6 +132,12 @@ def victim_order_key(v: Victim) -> tuple:
     return (-v.job.priority, 0 if below else (2 if above else 1), v.job.creation, v.job.name)
 
 
+def _order_key(v: Victim) -> tuple:
+    if v.order_key is None:
+        v.order_key = victim_order_key(v)
+    return v.order_key
+
+
 class _Reversed:
     """Inverts a key for heapq: the largest job key (last in job order) pops first."""
     __slots__ = ("key",)
@@ -154,11 +163,14 @@ class VictimQueue:
         for v in victims:
             q = state.queues.get(v.job.queue)
             if q is not None and q.is_leaf:      # jobs of a parent queue are in no leaf: KAI never sees them
-                self.push(v)
+                self._seq += 1
+                self.heaps.setdefault(v.job.queue, []).append((_Reversed(_order_key(v)), self._seq, v))
+        for heap in self.heaps.values():         # at once: the same pop order as pushing one by one
+            heapq.heapify(heap)
 
     def push(self, v: Victim) -> None:
         self._seq += 1
-        heapq.heappush(self.heaps.setdefault(v.job.queue, []), (_Reversed(victim_order_key(v)), self._seq, v))
+        heapq.heappush(self.heaps.setdefault(v.job.queue, []), (_Reversed(_order_key(v)), self._seq, v))
 
     def __bool__(self) -> bool:
         return any(self.heaps.values())
