@@ -54,6 +54,13 @@ class _Unplace:
     placement: Placement
 
 
+@dataclass
+class _Pipelined:
+    """Log entry of Session.convert_to_pipelined: rolled back, these placements bind again (an
+    eviction search's simulation pipelines the jobs it places, pods allocate bound included)."""
+    placements: list[Placement]
+
+
 def _exact(vec: dict[str, Fraction]) -> dict[str, int | Fraction]:
     """Whole amounts as ints: every placement adds to these, and int arithmetic is exact and far
     cheaper than Fraction's (only shared GPUs need fractions)."""
@@ -82,7 +89,7 @@ class Session:
     # queue order reads every sibling's allocation at each pop (kai_cp/ordering.py)
     alloc_version: dict[str, int] = field(default_factory=dict)
     _alloc_floats: dict[str, tuple[int, list[float]]] = field(default_factory=dict)
-    _log: list[Placement | Eviction | _Cancel | _Unplace] = field(default_factory=list)
+    _log: list[Placement | Eviction | _Cancel | _Unplace | _Pipelined] = field(default_factory=list)
 
     @classmethod
     def open(cls, state: ClusterState) -> "Session":
@@ -253,6 +260,9 @@ class Session:
                 self._replace_placement(p.placement)
             elif isinstance(p, _Unplace):
                 self._replace_placement(p.placement)
+            elif isinstance(p, _Pipelined):
+                for placement in p.placements:
+                    placement.pipelined = False
             else:
                 self._unplace(p)
 
@@ -260,7 +270,11 @@ class Session:
         """KAI's ConvertAllAllocatedToPipelined: the whole job waits for releasing resources (5.6).
         `keep_nominated`: nominated pods allocate bound stay bound (an eviction action growing the
         job; they alone hold its minimum, kai_cp/actions/allocate.py nominated_tasks)."""
+        flipped = []
         for t in job.tasks:
             p = self.placements.get(t.key)
             if p is not None and not p.pipelined and not (keep_nominated and t.nominated_node is not None):
                 p.pipelined = True
+                flipped.append(p)
+        if flipped:
+            self._log.append(_Pipelined(flipped))
