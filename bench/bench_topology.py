@@ -368,7 +368,7 @@ def run_engine(doc: dict[str, Any], view: TopologyView, engine: str, args: argpa
     bound, how = (zero_excess_bound(view, figs, args.excess_bound_time)
                   if args.excess_bound_time > 0 and engine == "cp-sat" else (None, "not computed"))
     return EngineRun(
-        zero_excess_bound=bound, zero_excess_bound_method=how, engine=engine, status=status, wall=wall, gangs=len(figs), gangs_required=sum(f.required for f in figs),
+        engine=engine, status=status, wall=wall, gangs=len(figs), gangs_required=sum(f.required for f in figs),
         gpus=sum(f.gpus for f in figs), pods=sum(f.pods for f in figs), multi=len(multi),
         zero_excess=sum(f.excess == 0 for f in multi),
         zero_excess_given_others=sum(f.excess_given_others == 0 for f in multi),
@@ -376,7 +376,8 @@ def run_engine(doc: dict[str, Any], view: TopologyView, engine: str, args: argpa
         excess_racks=sum(f.excess for f in multi), violations=len(bad),
         validator=len(violations(state, result.session)), examples=[f"{f.name}: {f.violation}" for f in bad[:3]],
         stats={k: v for k, v in result.stats.items()
-               if k in ("greedySeconds", "buildSeconds", "solveSeconds", "variables", "fallbackReason")})
+               if k in ("greedySeconds", "buildSeconds", "solveSeconds", "variables", "fallbackReason")},
+        zero_excess_bound=bound, zero_excess_bound_method=how)
 
 
 def run_seed(seed: int, shape: Shape, args: argparse.Namespace) -> SeedRun:
@@ -474,11 +475,11 @@ def summarize(seeds: list[SeedRun], engines: list[str]) -> dict[str, Any]:
         print(f"  cp-sat GPUs >= greedy GPUs in every seed: {ok(checks['cpSatGpusAtLeastGreedyEverySeed'])}  "
               + ", ".join(f"seed {s.seed}: {c.gpus:.0f} vs {g.gpus:.0f}" for s, c, g in pairs))
         xbs = checks["zeroExcessBound"]
+        others = pct_or_dash(out["engines"]["cp-sat"]["zeroExcessGivenOthersShare"])
         print(f"  >= 95% of cp-sat's placed multi-pod gangs with zero excess racks: "
-              f"{ok(checks['cpSatZeroExcessShareAtLeast95'])}  ({'-' if share is None else f'{share:.1%}'}; "
-              f"given the other gangs' placements {pct_or_dash(out['engines']['cp-sat']['zeroExcessGivenOthersShare'])}; "
-              f"upper bound for any placement of "
-              f"the same gangs: {'not computed (--excess-bound-time)' if xbs is None else f'{xbs:.1%}'})")
+              f"{ok(checks['cpSatZeroExcessShareAtLeast95'])}  ({pct_or_dash(share)}; given the other gangs' "
+              f"placements {others}; upper bound for any placement of the same gangs: "
+              f"{'not computed (--excess-bound-time)' if xbs is None else f'{xbs:.1%}'})")
         rq = checks["requiredGangs"]
         verdict = ("n/a: an engine violates required levels, so its admissions do not count"
                    if not checks["noRequiredViolations"] else

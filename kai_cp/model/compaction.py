@@ -10,8 +10,9 @@ domains is moved, in KAI's job order, onto the fewest such domains that hold all
 (roomiest domain first, largest pods first, on nodes its pods' predicates and topology allow),
 on idle capacity only, inside the required domain where that takes the fewest (greedy's own
 among equals; a job with several constraints keeps greedy's). Repeated passes leave every gang
-on the fewest preferred-level domains the others' placements leave it. The result places the same pods of the
-same jobs, so it is a complete and feasible solution the model can only improve on.
+on the fewest preferred-level domains the others' placements leave it. The result places the
+same pods of the same jobs, so it is a complete and feasible solution the model can only
+improve on.
 """
 
 from __future__ import annotations
@@ -100,10 +101,10 @@ def _usable(state: ClusterState, c: PodClass) -> np.ndarray:
 def _fewest_domains(classes: list[PodClass], pods: list[tuple[int, int]], idle: np.ndarray, pref: np.ndarray, c,
                     usable: dict[int, np.ndarray], move: bool = True) -> list[tuple[int, int]] | None:
     """The scope's pods on the fewest preferred-level domains, or None when that is no fewer.
-    With a required level (and `move`), every required domain its pods may use is a choice, most promising
-    first (fewest preferred-level domains by room), greedy's own first among equals: keeping
-    greedy's required domain left a third of the gangs that could have used fewer racks in
-    another domain spread (bench/bench_topology.py)."""
+    With a required level (and `move`), every required domain its pods may use is a choice,
+    most promising first (fewest preferred-level domains by room), greedy's own first among
+    equals: keeping greedy's required domain left a third of the gangs that could have used
+    fewer racks in another domain spread (bench/bench_topology.py)."""
     free = idle.copy()
     for ci, n in pods:
         free[n] += classes[ci].vec
@@ -112,11 +113,7 @@ def _fewest_domains(classes: list[PodClass], pods: list[tuple[int, int]], idle: 
         any_usable |= usable[ci]
     nodes = np.nonzero(any_usable & (pref >= 0))[0]
     left = sorted(pods, key=lambda p: -int(classes[p[0]].vec[2]))
-    # How many of the scope's largest pod each node holds (its domains' room, roomiest first).
-    big = np.max([classes[ci].vec for ci, _ in pods], axis=0)
-    need = big > 0
-    copies = (np.maximum(free[nodes][:, need], 0) // big[need]).min(axis=1) if need.any() \
-        else np.full(len(nodes), len(pods))
+    copies = _copies(classes, pods, free[nodes])
     current = len({int(pref[n]) for _, n in pods})
     if c.required is None:
         choices = [nodes]
@@ -149,9 +146,7 @@ def _plan(classes: list[PodClass], left: list, room: np.ndarray, nodes: np.ndarr
           usable) -> tuple[list[tuple[int, int]] | None, int]:
     """All of `left` on `nodes`, roomiest preferred-level domain first: (plan, domains used), or
     (None, 0) when they do not all fit."""
-    big = np.max([classes[ci].vec for ci, _ in left], axis=0)
-    need = big > 0
-    copies = (np.maximum(room[:, need], 0) // big[need]).min(axis=1) if need.any() else np.full(len(nodes), len(left))
+    copies = _copies(classes, left, room)
     domains, inverse = np.unique(pref[nodes], return_inverse=True)
     holds = np.bincount(inverse.reshape(-1), weights=copies, minlength=len(domains))
     plan: list[tuple[int, int]] = []
@@ -164,6 +159,15 @@ def _plan(classes: list[PodClass], left: list, room: np.ndarray, nodes: np.ndarr
             plan += placed
             used += 1
     return (plan, used) if not left else (None, 0)
+
+
+def _copies(classes: list[PodClass], pods: list[tuple[int, int]], room: np.ndarray) -> np.ndarray:
+    """How many of the scope's largest pod each node's room holds (domains' room, summed)."""
+    big = np.max([classes[ci].vec for ci, _ in pods], axis=0)
+    need = big > 0
+    if not need.any():
+        return np.full(len(room), len(pods))
+    return (np.maximum(room[:, need], 0) // big[need]).min(axis=1)
 
 
 def _fill(classes: list[PodClass], pods, room: np.ndarray, nodes: np.ndarray, here: np.ndarray, usable):
