@@ -209,11 +209,7 @@ def required_bound(view: TopologyView, seconds: float) -> tuple[Optional[int], s
     if not admitted:
         return 0, "no required gang fits any domain alone"
     m.maximize(sum(admitted))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = seconds
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = 0
-    status = solver.solve(m)
+    solver, status = _solve(m, seconds, workers=1)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return len(admitted), "gangs that fit a domain alone (relaxation not solved)"
     return int(solver.best_objective_bound + 1e-6), solver.status_name(status).lower()
@@ -279,15 +275,22 @@ def zero_excess_bound(view: TopologyView, figs: list, seconds: float) -> tuple[O
     for n, items in per_node.items():
         m.add(sum(size * x for size, x in items) <= free[n])
     m.maximize(sum(counted))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = seconds
-    solver.parameters.num_workers = 2
-    solver.parameters.random_seed = 0
-    status = solver.solve(m)
+    solver, status = _solve(m, seconds, workers=2)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return len(gangs), f"every placed multi-pod gang (relaxation {solver.status_name(status).lower()})"
     return int(solver.best_objective_bound + 1e-6), (
         f"{solver.status_name(status).lower()}, best placement found {int(solver.objective_value)}")
+
+
+def _solve(model: Any, seconds: float, workers: int) -> tuple[Any, int]:
+    """A bound's relaxation solved with a fixed seed: (solver, status)."""
+    from ortools.sat.python import cp_model
+
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = seconds
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = 0
+    return solver, solver.solve(model)
 
 
 def _zero_excess_racks(view: TopologyView, g, f, free: dict[str, int], racks: dict, scope) -> set:
