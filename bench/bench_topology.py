@@ -236,14 +236,11 @@ def zero_excess_bound(view: TopologyView, figs: list, seconds: float) -> tuple[O
     counted = []
     for f, g in gangs:
         size = int(g.pod_gpus)
-        topo = view.rack_topology(g)
-        racks = view.domains(topo, view.rack_label)
-        scope = (view.domains(topo, g.required)
-                 if g.required and g.topology == topo and g.required in view.levels[topo] else None)
+        _, racks, scope = view.rack_scope(g)
         xs_by_rack: dict[Any, list] = defaultdict(list)
         xs_by_dom: dict[Any, list] = defaultdict(list)
         total = []
-        eligible = _zero_excess_racks(view, g, f, free, racks, scope)
+        eligible = _zero_excess_racks(view, g, f, free)
         z = m.new_bool_var("")
         for n, fr in free.items():
             k = min(f.pods, fr // size) if size > 0 else f.pods
@@ -293,18 +290,14 @@ def _solve(model: Any, seconds: float, workers: int) -> tuple[Any, int]:
     return solver, solver.solve(model)
 
 
-def _zero_excess_racks(view: TopologyView, g, f, free: dict[str, int], racks: dict, scope) -> set:
+def _zero_excess_racks(view: TopologyView, g, f, free: dict[str, int]) -> set:
     """Racks that belong to some set of `f.min_racks` racks holding the gang's pods inside one
     domain of its required level: with zero excess the gang uses no other rack."""
-    size, need = int(g.pod_gpus), f.pods
-    slots: dict[Any, dict[Any, int]] = defaultdict(lambda: defaultdict(int))
-    for n, fr in free.items():
-        if racks.get(n) is None or (scope is not None and scope.get(n) is None):
-            continue
-        slots[scope[n] if scope is not None else ()][racks[n]] += fr // size if size > 0 else need
+    need, k = f.pods, f.min_racks
     out: set = set()
-    k = f.min_racks
-    for per_rack in slots.values():
+    for key, per_rack in view.rack_slots(g, need, free).items():
+        if key is None:
+            continue
         ranked = sorted(per_rack.items(), key=lambda kv: -kv[1])
         top = sum(v for _, v in ranked[:k])
         if top < need:

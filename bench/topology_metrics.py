@@ -202,20 +202,28 @@ class TopologyView:
                 sorted("/".join(p) for p in paths if p is not None)[:4])
         return None
 
-    def min_racks(self, gang: Gang, pods: int, free: dict[str, float],
-                  domain: Optional[tuple[str, ...]] = None, scoped: bool = True) -> Optional[int]:
-        """Fewest racks holding ``pods`` pods of ``gang`` with ``free`` GPUs per node (module
-        docstring), inside ``domain`` of its required level when given, cluster-wide when not
-        ``scoped``; None when the gang's pods differ in size or nothing can hold them."""
-        g = gang.pod_gpus
+    def rack_scope(self, gang: Gang, scoped: bool = True) -> tuple[Optional[str], dict, Optional[dict]]:
+        """The topology whose racks count for ``gang``, node -> rack, and node -> its domain of
+        the gang's required level (None when not ``scoped`` or without one)."""
         topo = self.rack_topology(gang)
-        if g is None or topo is None:
-            return None
-        racks = self.domains(topo, self.rack_label)
+        if topo is None:
+            return None, {}, None
         scope = None
         if scoped and gang.required and gang.topology == topo and gang.required in self.levels[topo]:
             scope = self.domains(topo, gang.required)
+        return topo, self.domains(topo, self.rack_label), scope
+
+    def rack_slots(self, gang: Gang, pods: int, free: dict[str, float],
+                   scoped: bool = True) -> dict[Any, dict[tuple[str, ...], int]]:
+        """Per domain of the gang's required level (``()`` without one; ``None`` for nodes
+        outside the topology's levels), per rack, how many of its pods the racks' nodes hold
+        with ``free`` GPUs per node (racks holding none left out); empty when the gang's pods
+        differ in size or no topology has racks."""
+        g = gang.pod_gpus
+        topo, racks, scope = self.rack_scope(gang, scoped)
         slots: dict[Any, dict[tuple[str, ...], int]] = defaultdict(lambda: defaultdict(int))
+        if g is None or topo is None:
+            return slots
         for node, f in free.items():
             rack = racks.get(node)
             if rack is None:
@@ -223,8 +231,15 @@ class TopologyView:
             s = pods if g <= 0 else int(max(0.0, f) // g)
             if s:
                 slots[scope.get(node) if scope is not None else ()][rack] += s
+        return slots
+
+    def min_racks(self, gang: Gang, pods: int, free: dict[str, float],
+                  domain: Optional[tuple[str, ...]] = None, scoped: bool = True) -> Optional[int]:
+        """Fewest racks holding ``pods`` pods of ``gang`` with ``free`` GPUs per node (module
+        docstring), inside ``domain`` of its required level when given, cluster-wide when not
+        ``scoped``; None when the gang's pods differ in size or nothing can hold them."""
         best: Optional[int] = None
-        for key, per_rack in slots.items():
+        for key, per_rack in self.rack_slots(gang, pods, free, scoped).items():
             if key is None or (domain is not None and key != domain):
                 continue
             total, k = 0, 0

@@ -195,15 +195,7 @@ class JobQueue:
             heapq.heapify(heap)
 
     def _order_key(self, job: JobInfo) -> tuple:
-        """job_order_key, kept on the session while the job's own tasks are unchanged."""
-        s = self.session
-        version = s.job_version.get(job.name, 0)
-        hit = s.derived.get(("order", job.name))
-        if hit is not None and hit[0] == version:
-            return hit[1]
-        key = job_order_key(job, s)
-        s.derived[("order", job.name)] = (version, key)
-        return key
+        return self.session.job_derived(("order",), job.name, lambda: job_order_key(job, self.session))
 
     def push(self, job: JobInfo) -> None:
         self._seq += 1
@@ -222,19 +214,12 @@ class JobQueue:
     def init_resources(self, job: JobInfo) -> list[float]:
         v = self._init.get(job.name)
         if v is None:
-            # Kept on the session while the job's own tasks are unchanged: the eviction search
-            # orders every pending job again in each of its simulations.
             s = self.session
-            version = s.job_version.get(job.name, 0)
-            key = ("init", self.real, job.name)
-            hit = s.derived.get(key)
-            if hit is not None and hit[0] == version:
-                v = hit[1]
-            else:
+
+            def compute() -> list[float]:
                 req = request_vector(tasks_to_allocate(job, s, self.real), s.state.gpu_memory_divisor)
-                v = [float(req[r]) for r in RESOURCES]
-                s.derived[key] = (version, v)
-            self._init[job.name] = v
+                return [float(req[r]) for r in RESOURCES]
+            v = self._init[job.name] = s.job_derived(("init", self.real), job.name, compute)
         return v
 
     def best(self, queue: str) -> JobInfo | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -106,6 +106,16 @@ class Session:
         if p is None:
             return RELEASING if task.key in self.evictions else task.status
         return PIPELINED if p.pipelined else ALLOCATED
+
+    def job_derived(self, what: tuple, job: str, compute: Callable[[], Any]) -> Any:
+        """A value derived from one job's session state, computed again only once the job's tasks
+        changed (job_version): the eviction search orders every pending job in each simulation."""
+        version = self.job_version.get(job, 0)
+        key = (what, job)
+        hit = self.derived.get(key)
+        if hit is None or hit[0] != version:
+            hit = self.derived[key] = (version, compute())
+        return hit[1]
 
     def allocated_floats(self, queue: str) -> tuple[int, list[float]]:
         """The queue's allocation (cpu, memory, gpu) as floats, with its change count."""

@@ -124,8 +124,7 @@ def _fewest_domains(classes: list[PodClass], pods: list[tuple[int, int]], idle: 
         estimate = {}
         for d in np.unique(within).tolist():
             here = within == d
-            domains, inverse = np.unique(pref[nodes[here]], return_inverse=True)
-            holds = np.sort(np.bincount(inverse.reshape(-1), weights=copies[here], minlength=len(domains)))[::-1]
+            holds = np.sort(_holds(pref[nodes[here]], copies[here])[1])[::-1]
             k = int(np.searchsorted(np.cumsum(holds), len(pods))) + 1
             if k <= len(holds):
                 estimate[d] = k
@@ -146,9 +145,7 @@ def _plan(classes: list[PodClass], left: list, room: np.ndarray, nodes: np.ndarr
           usable) -> tuple[list[tuple[int, int]] | None, int]:
     """All of `left` on `nodes`, roomiest preferred-level domain first: (plan, domains used), or
     (None, 0) when they do not all fit."""
-    copies = _copies(classes, left, room)
-    domains, inverse = np.unique(pref[nodes], return_inverse=True)
-    holds = np.bincount(inverse.reshape(-1), weights=copies, minlength=len(domains))
+    domains, holds = _holds(pref[nodes], _copies(classes, left, room))
     plan: list[tuple[int, int]] = []
     used = 0
     for k in np.lexsort((domains, -holds)).tolist():
@@ -159,6 +156,12 @@ def _plan(classes: list[PodClass], left: list, room: np.ndarray, nodes: np.ndarr
             plan += placed
             used += 1
     return (plan, used) if not left else (None, 0)
+
+
+def _holds(domain_of_node: np.ndarray, copies: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The preferred-level domains among these nodes and the pod copies each holds."""
+    domains, inverse = np.unique(domain_of_node, return_inverse=True)
+    return domains, np.bincount(inverse.reshape(-1), weights=copies, minlength=len(domains))
 
 
 def _copies(classes: list[PodClass], pods: list[tuple[int, int]], room: np.ndarray) -> np.ndarray:
