@@ -275,6 +275,25 @@ def test_gang_partly_on_releasing_capacity_is_pipelined_whole(engine: str) -> No
     assert sorted(p["pod"] for p in out["pipelined"]) == ["default/gang-0", "default/gang-1"]
 
 
+def test_cpsat_never_binds_fewer_gpus_than_kais_actions() -> None:
+    """kai-differential small-s2-full as KAI's snapshot tool saw it (no deletion timestamps):
+    KAI's actions bind 163.75 GPUs. The model starts more jobs by pipelining a 16-GPU gang
+    behind a reclaim and binding smaller jobs on the GPUs KAI gives it, 155.75 bound: more work
+    admitted, less running now. kai-cp never binds less than KAI's actions: it returns theirs."""
+    import zipfile
+    path = Path(__file__).resolve().parent / "fixtures" / "kai-differential" / "small-s2-full" / "snapshot.zip"
+    with zipfile.ZipFile(path) as z:
+        doc = json.loads(z.read("snapshot.json"))
+    for pod in doc["rawObjects"]["pods"]:
+        pod["metadata"].pop("deletionTimestamp", None)
+    from kai_cp.cycle import pending_gpus_placed
+    res = cycle(doc, "cp-sat", time_limit=5.0)
+    kai = cycle(doc, "greedy", time_limit=5.0)
+    assert pending_gpus_placed(res.state, res.session, True) >= pending_gpus_placed(kai.state, kai.session, True)
+    assert pending_gpus_placed(res.state, res.session) >= pending_gpus_placed(kai.state, kai.session)
+    assert res.status != "FALLBACK" or "bound" in res.stats["fallbackReason"]
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_selector_matching_no_node_is_explained(engine: str) -> None:
     c = Cluster().node("n1", gpus=4).node("n2", gpus=2, labels={"zone": "x"}).queue("q")
