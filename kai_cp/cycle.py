@@ -114,7 +114,7 @@ class CycleResult:
             "evictions": self.evictions(),
             **outcome_json(self.stale),
             "unschedulable": unschedulable(self.state, self.greedy, self.session, self.engine),
-            "warnings": [w.to_json() for w in self.state.warnings],
+            "warnings": [w.to_json() for w in self.state.warnings + (self.stale.warnings if self.stale else [])],
         }
 
 

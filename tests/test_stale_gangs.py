@@ -154,6 +154,19 @@ def test_podgroup_grace_period_overrides_the_global_one():
     assert any(w["field"] == "spec.stalenessGracePeriod" and "not a duration" in w["reason"] for w in out["warnings"])
 
 
+def test_warnings_found_while_deciding_are_reported_once_and_leave_the_state_alone():
+    """The in-cluster loop and simulate decide many cycles from one cluster state: a warning the
+    stale-gang action finds (an invalid grace period here) is reported with each cycle's
+    decisions, once, and not added to the state (it was, and piled up a copy per cycle; found
+    by tests/test_state_cache.py's generated changes: a pod on a node outside the cycle)."""
+    state = state_of(gang_doc(since=ago(10), grace=60, spec_extra={"stalenessGracePeriod": "soon"}))
+    before = [w.to_json() for w in state.warnings]
+    outs = [run_cycle(state, CycleSettings(engine="greedy", time_limit=1.0, now=NOW)).to_json() for _ in range(2)]
+    assert [w.to_json() for w in state.warnings] == before
+    for out in outs:
+        assert sum(w["field"] == "spec.stalenessGracePeriod" for w in out["warnings"]) == 1
+
+
 def test_a_job_that_recovers_loses_its_annotation():
     out = cycle(gang_doc(since=ago(600), phases=("Running", "Running")))
     assert out["evictions"] == [] and stale_entry(out) is None

@@ -54,6 +54,9 @@ class StaleOutcome:
     now: float
     jobs: dict[str, StaleJob] = field(default_factory=dict)     # job name -> decision
     deadline: float | None = None         # earliest end of a running grace period: a cycle is due then
+    # found while deciding, reported with the cycle's decisions; never added to the state, which
+    # the in-cluster loop and simulate keep deciding from
+    warnings: list[ObjectWarning] = field(default_factory=list)
 
     def annotations(self) -> list[dict]:
         """PodGroup annotation writes: set (value) or remove (value null)."""
@@ -107,9 +110,10 @@ def is_stale(job: JobInfo, session: Session) -> bool:
     return sum(counts.values()) > 0 and any(counts[n] < ps.min_available for n, ps in job.podsets.items())
 
 
-def grace_seconds(job: JobInfo, state: ClusterState) -> float:
+def grace_seconds(job: JobInfo, state: ClusterState, warnings: list[ObjectWarning]) -> float:
     """The PodGroup's `spec.stalenessGracePeriod` (newer KAI) when set and valid, else the global
-    `globalDefaultStalenessGracePeriod`; negative means never evict."""
+    `globalDefaultStalenessGracePeriod`; negative means never evict. An invalid value adds to
+    `warnings`."""
     spec = job.pod_group.spec if job.pod_group is not None else None
     raw = (getattr(spec, "__pydantic_extra__", None) or {}).get("stalenessGracePeriod") if spec is not None else None
     if raw is None:
@@ -117,8 +121,8 @@ def grace_seconds(job: JobInfo, state: ClusterState) -> float:
     try:
         return float(duration_seconds(raw))
     except ValueError:
-        state.warnings.append(ObjectWarning(f"PodGroup/{job.namespace}/{job.name}", "spec.stalenessGracePeriod",
-                                            f"{raw!r} is not a duration (e.g. 30s, -1s); the global grace period applies"))
+        warnings.append(ObjectWarning(f"PodGroup/{job.namespace}/{job.name}", "spec.stalenessGracePeriod",
+                                      f"{raw!r} is not a duration (e.g. 30s, -1s); the global grace period applies"))
         return state.config.stale_grace_period_seconds
 
 
@@ -135,7 +139,7 @@ def run_stale_gang_eviction(state: ClusterState, session: Session, now: float) -
         marked = job.stale_since is not None          # KAI marks a job stale when it read the annotation
         evicted: list[str] = []
         withdrawn: list[str] = []
-        grace = grace_seconds(job, state)
+        grace = grace_seconds(job, state, out.warnings)
         if grace >= 0 and now - since < grace:
             out.deadline = since + grace if out.deadline is None else min(out.deadline, since + grace)
         elif grace >= 0:
@@ -150,7 +154,7 @@ def run_stale_gang_eviction(state: ClusterState, session: Session, now: float) -
                     session.evict(task, ACTION, None, eviction_message(job, task))
                     evicted.append(task.key)
                 else:
-                    state.warnings.append(ObjectWarning(
+                    out.warnings.append(ObjectWarning(
                         f"Pod/{task.key}", "spec.nodeName",
                         f"runs on node {task.node!r} outside this cycle's nodes; stale-gang eviction skips it"))
         out.jobs[job.name] = StaleJob(job.name, job.namespace, since, rfc3339(since), job.stale_since is None,
