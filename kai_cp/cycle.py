@@ -122,14 +122,17 @@ def number(v: Fraction) -> int | float:
     return int(v) if v.denominator == 1 else float(v)
 
 
-def pending_gpus_placed(state: ClusterState, session: Session, bound_only: bool = False) -> Fraction:
+def pending_gpus_placed(state: ClusterState, session: Session) -> tuple[Fraction, Fraction]:
     """GPUs (queue accounting) of the pods pending at the cycle's start that the decisions bind or
-    pipeline (`bound_only`: bind): the work a cycle admits, without running victims it moves."""
-    total = Fraction(0)
+    pipeline, and of those they bind: the work a cycle admits, without running victims it moves."""
+    admitted = bound = Fraction(0)
     for p in session.placements.values():
-        if p.task.status == PENDING and not (bound_only and p.pipelined):
-            total += queue_gpu_of_accepted(p.task, state.nodes[p.node].gpu_memory)
-    return total
+        if p.task.status == PENDING:
+            gpus = queue_gpu_of_accepted(p.task, state.nodes[p.node].gpu_memory)
+            admitted += gpus
+            if not p.pipelined:
+                bound += gpus
+    return admitted, bound
 
 
 def short_of_kai(state: ClusterState, ours: Session, kais: Session) -> str | None:
@@ -140,8 +143,7 @@ def short_of_kai(state: ClusterState, ours: Session, kais: Session) -> str | Non
     now: the model's order level counts a job pipelined behind evictions as started like one
     bound, so it can start more jobs while binding fewer GPUs than KAI binds this cycle
     (kai-differential small-s2-full as KAI's tool saw it: 155.75 bound against 163.75)."""
-    admitted, kai_admitted = pending_gpus_placed(state, ours), pending_gpus_placed(state, kais)
-    bound, kai_bound = pending_gpus_placed(state, ours, True), pending_gpus_placed(state, kais, True)
+    (admitted, bound), (kai_admitted, kai_bound) = pending_gpus_placed(state, ours), pending_gpus_placed(state, kais)
     if admitted < kai_admitted or bound < kai_bound:
         return (f"the model's decisions place {number(admitted)} GPUs of pending pods ({number(bound)} bound), "
                 f"KAI's actions {number(kai_admitted)} ({number(kai_bound)} bound)")

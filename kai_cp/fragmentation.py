@@ -22,7 +22,7 @@ from kai_cp.gpu_sharing import task_memory
 
 # The most common kinds of pods; the rest of the mix is small. 24 left the pressure on the nodes
 # of rarer kinds unseen (FGD gpuspec33, whose pods restricted to GPU models are kinds of their
-# own: 87.59 % over ten seeds, 90.04 % with 64); 64 kinds made the model pipeline pods behind
+# own: 87.59 % over ten seeds, 90.07 % with 64); 64 kinds made the model pipeline pods behind
 # evictions rather than bind them on kai-differential small-s2-full, which the cycle no longer
 # returns when KAI's actions bind more (kai_cp/cycle.py short_of_kai).
 MAX_KINDS = 64
