@@ -116,7 +116,7 @@ def _fewest_domains(classes: list[PodClass], pods: list[tuple[int, int]], idle: 
     copies = _copies(classes, pods, free[nodes])
     current = len({int(pref[n]) for _, n in pods})
     if c.required is None:
-        choices = [nodes]
+        choices = [np.ones(len(nodes), dtype=bool)]
     else:
         req = c.tree.domain_of(c.required)
         mine = int(req[pods[0][1]])
@@ -131,21 +131,21 @@ def _fewest_domains(classes: list[PodClass], pods: list[tuple[int, int]], idle: 
         ranked = sorted(estimate, key=lambda d: (estimate[d], d != mine, d))[:CHOICES] if move else []
         if mine not in ranked:
             ranked.append(mine)
-        choices = [nodes[within == d] for d in ranked if d == mine or estimate[d] < current]
+        choices = [within == d for d in ranked if d == mine or estimate[d] < current]
     best: list[tuple[int, int]] | None = None
     best_used = current
-    for here_nodes in choices:
-        plan, used = _plan(classes, left, free[here_nodes], here_nodes, pref, usable)
+    for here in choices:
+        plan, used = _plan(classes, left, free[nodes[here]], nodes[here], copies[here], pref, usable)
         if plan is not None and used < best_used:
             best, best_used = plan, used
     return best
 
 
-def _plan(classes: list[PodClass], left: list, room: np.ndarray, nodes: np.ndarray, pref: np.ndarray,
-          usable) -> tuple[list[tuple[int, int]] | None, int]:
-    """All of `left` on `nodes`, roomiest preferred-level domain first: (plan, domains used), or
-    (None, 0) when they do not all fit."""
-    domains, holds = _holds(pref[nodes], _copies(classes, left, room))
+def _plan(classes: list[PodClass], left: list, room: np.ndarray, nodes: np.ndarray, copies: np.ndarray,
+          pref: np.ndarray, usable) -> tuple[list[tuple[int, int]] | None, int]:
+    """All of `left` on `nodes`, roomiest preferred-level domain first (`copies`: how many of the
+    largest pod each node holds): (plan, domains used), or (None, 0) when they do not all fit."""
+    domains, holds = _holds(pref[nodes], copies)
     plan: list[tuple[int, int]] = []
     used = 0
     for k in np.lexsort((domains, -holds)).tolist():
