@@ -177,3 +177,31 @@ def test_a_job_evicted_whole_gets_no_new_pods_in_the_same_cycle() -> None:
     evicted_e = [e["pod"] for e in out["evictions"] if e["podGroup"] == "e"]
     bound_e = [b["pod"] for b in out["binds"] + out["pipelined"] if b["podGroup"] == "e"]
     assert not (evicted_e and bound_e), (evicted_e, bound_e)
+
+
+def quota_reclaim_cluster(borrower_quota: int) -> dict:
+    """One 4-GPU node. `dept` deserves 8 GPUs, more than the cluster has, so both its leaves have a
+    fair share of 4: `lender` (quota 1) holds all four with one elastic gang and wants more;
+    `borrower` (quota `borrower_quota`) waits with a gang of 3."""
+    c = Cluster().queue("dept", gpu=(8, -1, 1))
+    c.queue("lender", "dept", gpu=(1, -1, 1)).queue("borrower", "dept", gpu=(borrower_quota, -1, 1))
+    c.node("n0", gpus=4)
+    c.job("held", "lender", pods=4, min_member=3, running_on=["n0"] * 4)
+    c.job("more", "lender", pods=4)
+    c.job("wants", "borrower", pods=5, min_member=3)
+    return c.doc()
+
+
+@pytest.mark.parametrize("engine", ["cp-sat", "greedy"])
+def test_quota_reclaim_only_for_a_reclaimer_within_its_quota(engine: str) -> None:
+    """Gate 2 (3.7.2): `lender` is at its fair share, above its quota. Taking from it below its
+    share is a quota reclaim, allowed only while the reclaimer's level stays within its own quota:
+    with a quota of 3 `borrower` reclaims; with 1 it may not (the model took the gang anyway and
+    the next cycle took it back: a reclaim loop found by test_eviction_loops)."""
+    for quota, reclaims in ((1, False), (3, True)):
+        res = cycle(quota_reclaim_cluster(quota), engine)
+        out = res.to_json()
+        ev = evicted(out)
+        assert bool(ev) == reclaims, (quota, ev)
+        assert all(v == ("reclaim", "wants") for v in ev.values())
+        assert violations(res.state, res.session) == []

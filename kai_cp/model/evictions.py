@@ -214,16 +214,16 @@ def _allowance(q, alloc: Fraction) -> int:
     return best
 
 
-def _before_last(q, alloc: Fraction) -> int | None:
+def _before_last(q, alloc: Fraction, quota: bool = True) -> int | None:
     """Gate 2 checked before each victim is subtracted (3.7.2): a level above its allocatable
-    share (or its quota) by `over` may lose victims while it stays above, so all but the last
-    victim take strictly less than `over`. GPUs x 100, the most those victims may take; None
-    when the level is not above (it loses nothing)."""
+    share (or, with `quota`, its quota) by `over` may lose victims while it stays above, so all
+    but the last victim take strictly less than `over`. GPUs x 100, the most those victims may
+    take; None when the level is not above (it loses nothing)."""
     over = Fraction(-1)
     a = allocatable(q.deserved["gpu"], q.limit["gpu"], q.fair_share["gpu"])
     if a != -1:
         over = max(over, alloc - a)
-    if q.deserved["gpu"] != -1:
+    if quota and q.deserved["gpu"] != -1:
         over = max(over, alloc - q.deserved["gpu"])
     if over <= 0:
         return None
@@ -530,6 +530,8 @@ class Evictions:
         if not unit_vars:
             return
         # Gate 2 at each victim-side level the reclaimers do not share (3.7.2).
+        from kai_cp.model.utilisation import pair_centi_gpus
+        centi = pair_centi_gpus(ctx)
         alloc = {q: v.allocated for q, v in state.queues.items()}          # the snapshot's
         allowances: list[tuple[dict[int, int], int]] = []
         caps: dict[str, int] = {}
@@ -565,9 +567,12 @@ class Evictions:
                 if not terms:
                     continue
                 before = _before_last(level, alloc[level.name]["gpu"])
+                share = _before_last(level, alloc[level.name]["gpu"], quota=False)
                 chunks = sorted({u.chunk for _, _, u, _ in terms})
                 worst = sum(c * (_ub(v)) for v, c, _, _ in terms)
-                if worst <= (before + chunks[-1] if before is not None else 0):
+                # the quota route below is conditional: what the share route allows decides the skip
+                widest = share if before is not None and (share is None or share < before) else before
+                if worst <= (widest + chunks[-1] if widest is not None else 0):
                     continue
                 total = cp_model.LinearExpr.weighted_sum([v for v, _, _, _ in terms], [c for _, c, _, _ in terms])
                 # improve_hint charges the unit variables (a mixed unit as if counted: the safe side)
@@ -589,12 +594,23 @@ class Evictions:
                     ctx.derive_hint(lambda b=b, mine=mine: ctx.hint(b, 1 if any(ctx.hinted(v) for v in mine) else 0))
                     steps.append((b, c - prev))
                     prev = c
-                m.add(total <= before + cp_model.LinearExpr.weighted_sum([b for b, _ in steps], [d for _, d in steps]))
+                slack = cp_model.LinearExpr.weighted_sum([b for b, _ in steps], [d for _, d in steps])
+                quota_route = self._quota_route(ctx, state, level, terms, sub, r_of, by_queue_pairs, centi,
+                                                before, share)
+                if quota_route is None:
+                    m.add(total <= before + slack)
+                else:
+                    m.add(total <= (share or 0) + (before - (share or 0)) * quota_route + slack)
+                    if share is None:
+                        m.add(total <= 0).only_enforce_if(quota_route.Not())
+                    # the route is taken when the share route (its last victim's chunk included) is short
+                    ctx.derive_hint(lambda r=quota_route, terms=terms, steps=steps, share=share: ctx.hint(
+                        r, int(_hinted(ctx, [(v, c) for v, c, _, _ in terms]) > (
+                            0 if share is None else share + _hinted(ctx, steps)))))
+                    before = share or 0
                 # improve_hint adds victims within `before` only, so the steps hold
                 allowances.append((charged, before))
         # Reclaiming queues end within their fair share (GPUs x 100).
-        from kai_cp.model.utilisation import pair_centi_gpus
-        centi = pair_centi_gpus(ctx)
         for r, rv in r_of.items():
             q = state.queues[r]
             idx = by_queue_pairs.get(r, [])
@@ -644,6 +660,35 @@ class Evictions:
             costs_v.append(excess)
             costs_c.append(below_weight * greedy_below + 1)
         ctx.extensions["eviction-costs"] = (costs_v, costs_c)
+
+    def _quota_route(self, ctx: ModelContext, state: ClusterState, level, terms: list, sub: frozenset,
+                     r_of: dict, by_queue_pairs: dict[str, list[int]], centi, before: int,
+                     share: int | None) -> cp_model.IntVar | None:
+        """Gate 2's quota reclaim (3.7.2 `guarantee_quota`): a level may lose victims down to its
+        quota, below its allocatable share, only for a reclaimer whose own level (its ancestor
+        beside `level`) stays within its quota with what it places. Without this the model took
+        a whole gang from a queue at its fair share for a queue that ended above its quota, and
+        the next cycle took it back: a reclaim loop. The indicator returned is 1 when the level
+        loses more than its share route allows; None when that route is not wider."""
+        if share is not None and share >= before:
+            return None
+        reclaimers = sorted({r for _, _, u, _ in terms for r in u.reclaimers if r not in sub and r in r_of})
+        levels = {r: next((q for q in state.queue_path(r) if q.parent == level.parent), None) for r in reclaimers}
+        if not reclaimers or any(q is None for q in levels.values()):
+            # A reclaimer from another branch is gated at a higher level, not this one; the victims
+            # are not attributed to reclaimers, so the level keeps its wider allowance for all.
+            return None
+        m = ctx.model
+        route = m.new_bool_var("")
+        for r in reclaimers:
+            mine = levels[r]
+            if mine.deserved["gpu"] == -1:
+                continue          # no quota to stay within
+            room = int((mine.deserved["gpu"] - mine.allocated["gpu"]) * 100)
+            idx = [i for q in sorted(self._subtree(state, mine.name)) for i in by_queue_pairs.get(q, ())]
+            placed = cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx], [int(centi[i]) for i in idx])
+            m.add(placed <= room).only_enforce_if([route, r_of[r]])
+        return route
 
     @staticmethod
     def _subtree(state: ClusterState, name: str) -> frozenset:
