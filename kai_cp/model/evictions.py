@@ -16,8 +16,9 @@ Which evictions are allowed (hard constraints):
 - reclaim: only if a job of another queue that reclaims places a pod there; a reclaiming queue
   ends within its fair share (gates 1 and 3 where the reclaimer stays within its share), and each
   victim queue level above the reclaimer's loses victims only while it is above its allocatable
-  share (or its quota, for quota reclaim): all but the largest take strictly less than that
-  excess, KAI's test-before-subtract (gate 2, 3.7.2).
+  share (or its quota, for a reclaimer whose own level stays within its quota: quota reclaim):
+  all but the largest take strictly less than that excess, KAI's test-before-subtract (gate 2,
+  3.7.2).
 Objective: below KAI's order (so evictions serve the jobs KAI would serve) and in utilisation's
 level, each pod evicted outweighing any one pod placed: fewest pods evicted, then cheaper ones
 (over-quota queues before in-quota ones, lower priority first), each GPU taken below a victim
