@@ -355,3 +355,25 @@ def test_an_elastic_preemptor_growing_may_take_a_pod_it_moved_before(monkeypatch
     assert [e["forPodGroup"] for e in twice] == ["run5", "run5"]
     bound = [b["pod"] for c in cycles for b in c["binds"] if b["podGroup"] == "run5"]
     assert sorted(bound) == ["default/run5-0", "default/run5-1"]
+
+
+def test_cpsat_takes_no_quota_reclaim_for_a_queue_past_its_quota() -> None:
+    """Found by the generated loop test: q00 holds its fair share (4 of 4 GPUs, quota 1) and q01
+    (quota 1) waits with a gang of 3. Only gate 2's quota route could take from q00, and only for a
+    reclaimer whose level stays within its quota; the model took the gang anyway, and the next
+    cycle q00 took it back (tests/fixtures/evictions/cpsat_quota_reclaim_loop.json)."""
+    doc = json.loads((FIXTURES / "cpsat_quota_reclaim_loop.json").read_text())
+    assert loop_errors(doc, "greedy")[0] == []
+    assert loop_errors(doc, "cp-sat")[0] == []
+
+
+def test_cpsat_settles_after_an_elastic_reclaimer_grows() -> None:
+    """Found by the generated loop test: q00's elastic pend1 grows one pod a cycle by reclaiming
+    surplus pods of q01's pend0, which regrows by preempting run0 (its own queue, lower priority).
+    The model could not express that preempt (run0 is protected from q00's reclaim by its minimum
+    runtime, and the whole unit was dropped), so it was infeasible, the cycle fell back and the
+    churn outlasted the test's window (tests/fixtures/evictions/cpsat_regrowth_after_an_unmodelled_preempt.json)."""
+    doc = json.loads((FIXTURES / "cpsat_regrowth_after_an_unmodelled_preempt.json").read_text())
+    errors, cycles = loop_errors(doc, "cp-sat")
+    assert errors == []
+    assert all(c["cycle"].get("solverStatus") != "INFEASIBLE" for c in cycles)

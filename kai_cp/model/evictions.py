@@ -294,9 +294,17 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
             key = (job.queue, job.priority, t.request, t.node, pre, recl)
             pods_groups.setdefault(key, []).append(t)
             continue
-        protected = {a: min_runtime.protected(state, job, a, r, now)
-                     for a, r in (("preempt", job.queue),) + tuple(("reclaim", r) for r in recl)}
-        whole = not any(protected.values()) and not moved
+        # Minimum runtime (6.7) per route: a protected job loses only pods above its minimum.
+        protected_pre = pre and min_runtime.protected(state, job, "preempt", job.queue, now)
+        protected_recl = {r for r in recl if min_runtime.protected(state, job, "reclaim", r, now)}
+        if pre and not protected_pre and protected_recl and not moved \
+                and not protected_recl & greedy_reclaimed.get(job.name, frozenset()):
+            # Preempt may take the job whole; the reclaimers it is protected from could take only
+            # its surplus, which a whole unit cannot say, so they leave this unit. (Dropping the
+            # unit instead made KAI's preemption of it unrepresentable: the model was infeasible.)
+            recl = frozenset(recl - protected_recl)
+            protected_recl = set()
+        whole = not protected_pre and not protected_recl and not moved
         surplus = {}
         for ps in job.podsets.values():
             n = sum(1 for t in running if t.podset == ps.name)
@@ -678,6 +686,13 @@ class Evictions:
         if not reclaimers or any(q is None for q in levels.values()):
             # A reclaimer from another branch is gated at a higher level, not this one; the victims
             # are not attributed to reclaimers, so the level keeps its wider allowance for all.
+            return None
+        jobs = state.jobs
+        if any(e.action == "reclaim" and e.for_job in jobs and jobs[e.for_job].queue in levels
+               and jobs[e.task.job].queue in sub for e in ctx.greedy.session.evictions.values()):
+            # KAI's actions reclaimed here: their gate 2 counts what this cycle placed in the level
+            # before (its share route may hold where the snapshot's allocation does not), so their
+            # reclaims stay possible, as the pool keeps them (build_pool).
             return None
         m = ctx.model
         route = m.new_bool_var("")
