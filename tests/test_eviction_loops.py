@@ -377,3 +377,13 @@ def test_cpsat_settles_after_an_elastic_reclaimer_grows() -> None:
     errors, cycles = loop_errors(doc, "cp-sat")
     assert errors == []
     assert all(c["cycle"].get("solverStatus") != "INFEASIBLE" for c in cycles)
+
+
+def test_cpsat_queue_that_does_not_reclaim_takes_no_idle_share_where_another_reclaims() -> None:
+    """Found by the generated loop test: q10 reclaims from q00 on a node; q11 (fair share 1 GPU),
+    which may reclaim there but does not (its gang would take it to 4), placed its gang on the
+    node's idle GPUs while q10's pod took the freed ones. The next cycle q00 reclaimed back, and
+    so on every three cycles (tests/fixtures/evictions/cpsat_reclaimer_rides_on_another_reclaim.json)."""
+    doc = json.loads((FIXTURES / "cpsat_reclaimer_rides_on_another_reclaim.json").read_text())
+    assert loop_errors(doc, "greedy")[0] == []
+    assert loop_errors(doc, "cp-sat")[0] == []

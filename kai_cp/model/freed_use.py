@@ -19,7 +19,7 @@ from kai_cp.jobs import JobInfo
 from kai_cp.model.base import ModelContext
 from kai_cp.model.linear_rows import add_le_rows, upper_bound
 
-EV_ROWS, OUTSIDER_ROWS, GROUP_ROWS = 0, 1, 2      # the order of a node's rows
+EV_ROWS, OUTSIDER_ROWS, GROUP_ROWS, RECLAIMER_ROWS = 0, 1, 2, 3      # the order of a node's rows
 
 
 def _expand(owner_node: np.ndarray, start: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -121,13 +121,19 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     e_recl = membership(e_reclaimers)
     owner, pos = _expand(e_node_a, pair_start, pair_count)
     k = by_node[pos]
-    legal = (np.array(e_preempt, dtype=bool)[owner] & (pair_q[k] == np.array(e_queue, dtype=np.int64)[owner])
-             & (pair_prio[k] > np.array(e_prio, dtype=np.int64)[owner])) | e_recl[owner, pair_q[k]]
+    by_preempt = (np.array(e_preempt, dtype=bool)[owner] & (pair_q[k] == np.array(e_queue, dtype=np.int64)[owner])
+                  & (pair_prio[k] > np.array(e_prio, dtype=np.int64)[owner]))
+    legal = by_preempt | (e_recl[owner, pair_q[k]] & reclaims[pair_q[k]])
     legal_count = np.bincount(k[legal], minlength=len(pair_job))
     on_entry_node = np.zeros(n_nodes, dtype=bool)
     on_entry_node[nodes] = True
     outsider = on_entry_node[pair_node] & (legal_count == 0)
-    ev_nodes = np.unique(pair_node[outsider])
+    # Legal only as a reclaimer: an outsider too while its queue does not reclaim (r_R = 0); else
+    # such a queue, past its fair share, placed on a node's idle capacity while another queue's
+    # reclaim there took the freed (found by the generated loop test).
+    by_reclaim = on_entry_node[pair_node] & (legal_count > 0) \
+        & (np.bincount(k[by_preempt], minlength=len(pair_job)) == 0)
+    ev_nodes = np.unique(pair_node[outsider | by_reclaim])
     ev_index = np.full(n_nodes, -1, dtype=np.int64)
     for n in sorted(ev_nodes.tolist(), key=lambda n: node_rank[n]):      # created in node order
         ev = ev_of[n] = m.new_bool_var("")
@@ -161,6 +167,14 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     ids = first + np.arange(len(out))
     terms.append((np.concatenate([ids, ids]), np.concatenate([x_index[out], ev_index[pair_node[out]]]),
                   np.concatenate([np.ones(len(out), dtype=np.int64), pair_ub[out] - greedy[out]])))
+    # ... and x + (ub - g) * ev - (ub - g) * r_R <= ub for the pairs legal only as reclaimers.
+    cond = np.flatnonzero(by_reclaim & (greedy < pair_ub))
+    first = add_rows(node_rank[pair_node[cond]], RECLAIMER_ROWS, cond, pair_ub[cond])
+    ids = first + np.arange(len(cond))
+    slack = pair_ub[cond] - greedy[cond]
+    terms.append((np.concatenate([ids, ids, ids]),
+                  np.concatenate([x_index[cond], ev_index[pair_node[cond]], r_index[pair_q[cond]]]),
+                  np.concatenate([np.ones(len(cond), dtype=np.int64), slack, -slack])))
 
     # Group rows: per group and resource it frees, the pods of jobs that are not its legal
     # preemptors there, less what the node's other units free, less the reclaim relaxation.
@@ -182,20 +196,30 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     first = add_rows(node_rank[g_node_a[cand_g[live]]], GROUP_ROWS, live,
                      ctx.free[g_node_a[cand_g[live]], cand_r[live]].astype(np.int64))
     row_of[live] = first + np.arange(len(live))
-    terms.append((row_of[owner], x_index[k], amount))
-    # Reclaim relaxation: per row and reclaiming queue among the group's reclaimers, that
-    # queue's pods' most (amount x pair bound), offset when the queue reclaims.
+    # Reclaim relaxation: per row and reclaiming queue among the group's reclaimers, that queue's
+    # pods count as y >= (their amount) - (their most: amount x pair bound) * r_R, so nothing when
+    # the queue reclaims and all of them when it does not. (The pods less their most * r_R let
+    # the unused part of a reclaiming queue's most carry other queues' pods onto the freed
+    # capacity: a queue past its fair share rode on another's reclaim, and the next cycle reclaimed
+    # back; found by the generated loop test.)
     g_recl = membership(g_reclaimers)
     q = pair_q[k]
     relax = g_recl[cand_g[owner], q] & reclaims[q]
+    terms.append((row_of[owner[~relax]], x_index[k[~relax]], amount[~relax]))
+    relaxed = None
     if relax.any():
         key = row_of[owner[relax]] * n_queues + q[relax]
-        load = amount[relax] * pair_ub[k[relax]]
+        xs, amt = x_index[k[relax]], amount[relax]
+        load = amt * pair_ub[k[relax]]
         order = np.argsort(key, kind="stable")
-        key, load = key[order], load[order]
+        key, xs, amt, load = key[order], xs[order], amt[order], load[order]
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        most = np.add.reduceat(load, starts)
+        ys = [m.new_int_var(0, int(b), "") for b in most.tolist()]
+        y_index = np.array([y.index for y in ys], dtype=np.int64)
         key = key[starts]
-        terms.append((key // n_queues, r_index[key % n_queues], -np.add.reduceat(load, starts)))
+        terms.append((key // n_queues, y_index, np.ones(len(key), dtype=np.int64)))
+        relaxed = (ys, y_index, starts, xs, amt, most, r_index[key % n_queues])
     # What the node's other units free (entries of other groups on the node).
     owner, pos = _expand(g_node_a[cand_g[live]], e_start, e_count)
     other = (e_group_a[pos] != cand_g[live][owner]) & (e_vec_a[pos, cand_r[live][owner]] > 0)
@@ -212,3 +236,25 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     ub_sorted[position] = ub
     add_le_rows(m, position[np.concatenate([t[0] for t in terms])], np.concatenate([t[1] for t in terms]),
                 np.concatenate([t[2] for t in terms]), ub_sorted)
+    if relaxed is not None:
+        _relaxation_rows(ctx, *relaxed)
+
+
+def _relaxation_rows(ctx: ModelContext, ys: list, y_index: np.ndarray, starts: np.ndarray, xs: np.ndarray,
+                     amt: np.ndarray, most: np.ndarray, r_var: np.ndarray) -> None:
+    """y_j >= sum(amt * x over its terms) - most_j * r_j, i.e. sum(...) - most_j * r_j - y_j <= 0."""
+    n = len(ys)
+    sizes = np.diff(np.r_[starts, len(xs)])
+    row = np.concatenate([np.repeat(np.arange(n), sizes), np.arange(n), np.arange(n)])
+    var = np.concatenate([xs, r_var, y_index])
+    coef = np.concatenate([amt, -most, -np.ones(n, dtype=np.int64)])
+    add_le_rows(ctx.model, row, var, coef, np.zeros(n, dtype=np.int64))
+
+    def derive() -> None:
+        hints = ctx.hints
+        hx = np.array([hints.get(i, (None, 0))[1] for i in xs.tolist()], dtype=np.int64)
+        hr = np.array([hints.get(i, (None, 0))[1] for i in r_var.tolist()], dtype=np.int64)
+        want = np.maximum(0, np.add.reduceat(amt * hx, starts) - most * hr)
+        for y, v in zip(ys, want.tolist()):
+            ctx.hint(y, v)
+    ctx.derive_hint(derive)
