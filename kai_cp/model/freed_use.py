@@ -5,7 +5,7 @@ fits in the node's free capacity plus what the other units there free; a reclaim
 pods count as legal only when the queue reclaims (r_R), so its fair-share cap applies. And a job
 that may evict nobody on a node places there no more than KAI's allocate did while the node loses
 pods (`ev`): otherwise the eviction would make room for it, with the preemptor merely taking its
-idle share.
+idle share; so does one that may evict there only as a reclaimer, while its queue does not reclaim.
 
 At 1,000 nodes this is ~5,000 rows of ~10 terms (up to ~60 where many classes reach a node): the
 rows are built as arrays, one entry per (row, term), and written into the proto in bulk
@@ -196,30 +196,20 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     first = add_rows(node_rank[g_node_a[cand_g[live]]], GROUP_ROWS, live,
                      ctx.free[g_node_a[cand_g[live]], cand_r[live]].astype(np.int64))
     row_of[live] = first + np.arange(len(live))
-    # Reclaim relaxation: per row and reclaiming queue among the group's reclaimers, that queue's
-    # pods count as y >= (their amount) - (their most: amount x pair bound) * r_R, so nothing when
-    # the queue reclaims and all of them when it does not. (The pods less their most * r_R let
-    # the unused part of a reclaiming queue's most carry other queues' pods onto the freed
-    # capacity: a queue past its fair share rode on another's reclaim, and the next cycle reclaimed
-    # back; found by the generated loop test.)
+    terms.append((row_of[owner], x_index[k], amount))
+    # Reclaim relaxation: per row and reclaiming queue among the group's reclaimers, that
+    # queue's pods' most (amount x pair bound), offset when the queue reclaims.
     g_recl = membership(g_reclaimers)
     q = pair_q[k]
     relax = g_recl[cand_g[owner], q] & reclaims[q]
-    terms.append((row_of[owner[~relax]], x_index[k[~relax]], amount[~relax]))
-    relaxed = None
     if relax.any():
         key = row_of[owner[relax]] * n_queues + q[relax]
-        xs, amt = x_index[k[relax]], amount[relax]
-        load = amt * pair_ub[k[relax]]
+        load = amount[relax] * pair_ub[k[relax]]
         order = np.argsort(key, kind="stable")
-        key, xs, amt, load = key[order], xs[order], amt[order], load[order]
+        key, load = key[order], load[order]
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        most = np.add.reduceat(load, starts)
-        ys = [m.new_int_var(0, int(b), "") for b in most.tolist()]
-        y_index = np.array([y.index for y in ys], dtype=np.int64)
         key = key[starts]
-        terms.append((key // n_queues, y_index, np.ones(len(key), dtype=np.int64)))
-        relaxed = (ys, y_index, starts, xs, amt, most, r_index[key % n_queues])
+        terms.append((key // n_queues, r_index[key % n_queues], -np.add.reduceat(load, starts)))
     # What the node's other units free (entries of other groups on the node).
     owner, pos = _expand(g_node_a[cand_g[live]], e_start, e_count)
     other = (e_group_a[pos] != cand_g[live][owner]) & (e_vec_a[pos, cand_r[live][owner]] > 0)
@@ -236,25 +226,4 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     ub_sorted[position] = ub
     add_le_rows(m, position[np.concatenate([t[0] for t in terms])], np.concatenate([t[1] for t in terms]),
                 np.concatenate([t[2] for t in terms]), ub_sorted)
-    if relaxed is not None:
-        _relaxation_rows(ctx, *relaxed)
 
-
-def _relaxation_rows(ctx: ModelContext, ys: list, y_index: np.ndarray, starts: np.ndarray, xs: np.ndarray,
-                     amt: np.ndarray, most: np.ndarray, r_var: np.ndarray) -> None:
-    """y_j >= sum(amt * x over its terms) - most_j * r_j, i.e. sum(...) - most_j * r_j - y_j <= 0."""
-    n = len(ys)
-    sizes = np.diff(np.r_[starts, len(xs)])
-    row = np.concatenate([np.repeat(np.arange(n), sizes), np.arange(n), np.arange(n)])
-    var = np.concatenate([xs, r_var, y_index])
-    coef = np.concatenate([amt, -most, -np.ones(n, dtype=np.int64)])
-    add_le_rows(ctx.model, row, var, coef, np.zeros(n, dtype=np.int64))
-
-    def derive() -> None:
-        hints = ctx.hints
-        hx = np.array([hints.get(i, (None, 0))[1] for i in xs.tolist()], dtype=np.int64)
-        hr = np.array([hints.get(i, (None, 0))[1] for i in r_var.tolist()], dtype=np.int64)
-        want = np.maximum(0, np.add.reduceat(amt * hx, starts) - most * hr)
-        for y, v in zip(ys, want.tolist()):
-            ctx.hint(y, v)
-    ctx.derive_hint(derive)
