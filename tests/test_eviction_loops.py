@@ -407,17 +407,13 @@ def test_slow_to_settle_is_told_from_a_loop(engine: str) -> None:
     assert loop_errors(doc, engine, n_cycles=2 * CYCLES)[0] == []
 
 
-CPSAT_NOMINATED_CROWD = (
-    "the model pipelines run4 (nominated to node-0 and node-1) and run6 (node-1 and node-2) on what its "
-    "evictions free; next cycle KAI's allocate serves the nominated jobs first but on KAI's node order, so "
-    "run6 takes node-0's room, run4's gang no longer fits and the recreated victim run3 gets the GPUs it was "
-    "evicted from; the cycle after evicts it again (tests/fixtures/evictions/cpsat_nominated_jobs_crowd_each_"
-    "other.json, found by the generated loop test). Serving nominated pods on their nominated nodes first "
-    "fixes it but fails KAI's reclaim_test__040, whose expected node is KAI's order's choice")
-
-
-@pytest.mark.xfail(strict=True, reason=CPSAT_NOMINATED_CROWD)
 def test_cpsat_nominated_jobs_do_not_crowd_each_other_out() -> None:
+    """Found by the generated loop test: one cp-sat cycle pipelines run4 (nominated to node-0 and
+    node-1) and run6 (node-1 and node-2) on what its evictions free; next cycle the nominated-first
+    allocate placed run6 on KAI's node order, taking node-0's room, run4's gang no longer fitted and
+    the recreated victim run3 got its GPUs back, to be evicted again. What is nominated to the jobs
+    still to be served is now held for them (kai_cp/actions/allocate.py `_hold`); serving nominated
+    pods on their nominated nodes first instead fails KAI's reclaim_test__040."""
     doc = json.loads((FIXTURES / "cpsat_nominated_jobs_crowd_each_other.json").read_text())
     assert loop_errors(doc, "greedy")[0] == []
     assert loop_errors(doc, "cp-sat")[0] == []

@@ -294,6 +294,32 @@ def nominated_tasks(state: ClusterState, job: JobInfo, session: Session) -> list
     return out
 
 
+def _hold(session: Session, tasks: list[TaskInfo]) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Take each pod's request off its nominated node's capacity (idle first, then releasing),
+    where it still fits; what was taken, to give back with `_unhold`."""
+    held = []
+    index, table = session.state.table.index, session.state.table
+    for t in tasks:
+        n = index[t.nominated_node]
+        vec = table.vector(t)
+        from_idle = np.minimum(vec, np.maximum(session.idle[n], 0))
+        from_rel = np.minimum(vec - from_idle, np.maximum(session.releasing[n], 0))
+        if (from_idle + from_rel < vec).any():
+            continue
+        session.idle[n] -= from_idle
+        session.releasing[n] -= from_rel
+        session.free[n] -= from_idle + from_rel
+        held.append((n, from_idle, from_rel))
+    return held
+
+
+def _unhold(session: Session, held: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
+    for n, from_idle, from_rel in held:
+        session.idle[n] += from_idle
+        session.releasing[n] += from_rel
+        session.free[n] += from_idle + from_rel
+
+
 def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyResult:
     """KAI's allocate action over all schedulable jobs, in KAI's queue and job order.
 
@@ -313,27 +339,38 @@ def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyR
     jobs = within_queue_depth(state.schedulable_jobs(), state.config.queue_depth_per_action.get("allocate"), session)
     outcomes: dict[str, JobOutcome] = {}
     order: list[str] = []
-    first = JobQueue(session, nominated_jobs(state, jobs))
+    nominated = nominated_jobs(state, jobs)
+    first = JobQueue(session, nominated)
+    served: set[str] = set()
     while first:
         job = first.pop()
         if job is None:
             break
+        served.add(job.name)
         tasks = nominated_tasks(state, job, session)
         if not tasks:
             continue
         out = outcomes[job.name] = JobOutcome(job.name, rank=len(order))
         order.append(job.name)
         out.attempts += 1
-        # KAI's node order first (the nominatednode score left out); where that does not fit
-        # the gang, the nodes the previous cycle found for it.
-        alloc.fitter.nominated_bonus = False
+        # What is nominated to the jobs still to be served stays theirs meanwhile: a job placed on
+        # KAI's node order took the room the previous cycle's evictions made for another, whose
+        # gang then no longer fitted, and the recreated victim got its GPUs back
+        # (tests/fixtures/evictions/cpsat_nominated_jobs_crowd_each_other.json).
+        held = _hold(session, [t for j in nominated if j.name not in served for t in nominated_tasks(state, j, session)])
         try:
-            out.started = alloc.attempt_tasks(job, tasks, out)
+            # KAI's node order first (the nominatednode score left out); where that does not fit
+            # the gang, the nodes the previous cycle found for it.
+            alloc.fitter.nominated_bonus = False
+            try:
+                out.started = alloc.attempt_tasks(job, tasks, out)
+            finally:
+                alloc.fitter.nominated_bonus = True
+            if not out.started:
+                out.errors.clear()
+                out.started = alloc.attempt_tasks(job, tasks, out)
         finally:
-            alloc.fitter.nominated_bonus = True
-        if not out.started:
-            out.errors.clear()
-            out.started = alloc.attempt_tasks(job, tasks, out)
+            _unhold(session, held)
     # A nominated job that failed its attempt is done, as any job whose attempt fails (4.2).
     queue = JobQueue(session, [j for j in jobs if j.name not in outcomes or (outcomes[j.name].started and any(
         t.key not in session.placements for t in j.tasks if t.status == PENDING))])
