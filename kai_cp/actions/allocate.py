@@ -325,7 +325,8 @@ def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyR
 
     One departure from KAI: the jobs pipelined by the previous cycle get one attempt first, in
     KAI's order among themselves, for their nominated pods only (so they do not take what is
-    nominated to another job), and then queue as usual. KAI re-decides a pipelined job from
+    nominated to another job; the room nominated to the ones still to be served is held for them
+    meanwhile), and then queue as usual. KAI re-decides a pipelined job from
     scratch, so the capacity its evictions freed can go to a job its queue order now puts first,
     often the recreated victims, which the next reclaim evicts again (the loop of
     tests/fixtures/evictions/greedy_reclaim_loop.json); kube-scheduler serves a nominated
