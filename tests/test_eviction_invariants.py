@@ -364,3 +364,14 @@ def test_validate_counts_pods_pipelined_in_an_evicted_pods_stead() -> None:
     assert any("eviction left 1 pods < minMember 2" in v for v in eviction_violations(state, s))
     s.place(pending, 0, pipelined=True)
     assert eviction_violations(state, s) == []
+
+
+def test_cpsat_pipelines_nothing_onto_a_full_node() -> None:
+    """Found by the generated invariant test: run3 (protected by its minimum runtime) may lose only
+    its surplus ps pod, but the victim pool's reach counted its workers pod on node-2 too; run7's
+    bound there assumed 2 freed GPUs no variable frees, node-2 (one candidate) had no capacity row,
+    and the model pipelined run7-1 onto the full node
+    (tests/fixtures/evictions/cpsat_pipelines_onto_a_full_node.json)."""
+    doc = json.loads((FIXTURES / "cpsat_pipelines_onto_a_full_node.json").read_text())
+    out = one_engine(doc, "cp-sat")
+    assert out["pipelined"] == [] and out["evictions"] == []

@@ -341,25 +341,24 @@ def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyR
     outcomes: dict[str, JobOutcome] = {}
     order: list[str] = []
     nominated = nominated_jobs(state, jobs)
+    # What is nominated to a job stays its room until its turn: a job placed on KAI's node order
+    # took the room the previous cycle's evictions made for another, whose gang then no longer
+    # fitted, and the recreated victim got its GPUs back
+    # (tests/fixtures/evictions/cpsat_nominated_jobs_crowd_each_other.json).
+    held = {j.name: _hold(session, nominated_tasks(state, j, session)) for j in nominated}
     first = JobQueue(session, nominated)
-    served: set[str] = set()
-    while first:
-        job = first.pop()
-        if job is None:
-            break
-        served.add(job.name)
-        tasks = nominated_tasks(state, job, session)
-        if not tasks:
-            continue
-        out = outcomes[job.name] = JobOutcome(job.name, rank=len(order))
-        order.append(job.name)
-        out.attempts += 1
-        # What is nominated to the jobs still to be served stays theirs meanwhile: a job placed on
-        # KAI's node order took the room the previous cycle's evictions made for another, whose
-        # gang then no longer fitted, and the recreated victim got its GPUs back
-        # (tests/fixtures/evictions/cpsat_nominated_jobs_crowd_each_other.json).
-        held = _hold(session, [t for j in nominated if j.name not in served for t in nominated_tasks(state, j, session)])
-        try:
+    try:
+        while first:
+            job = first.pop()
+            if job is None:
+                break
+            _unhold(session, held.pop(job.name, []))
+            tasks = nominated_tasks(state, job, session)
+            if not tasks:
+                continue
+            out = outcomes[job.name] = JobOutcome(job.name, rank=len(order))
+            order.append(job.name)
+            out.attempts += 1
             # KAI's node order first (the nominatednode score left out); where that does not fit
             # the gang, the nodes the previous cycle found for it.
             alloc.fitter.nominated_bonus = False
@@ -370,8 +369,9 @@ def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyR
             if not out.started:
                 out.errors.clear()
                 out.started = alloc.attempt_tasks(job, tasks, out)
-        finally:
-            _unhold(session, held)
+    finally:
+        for rest in held.values():
+            _unhold(session, rest)
     # A nominated job that failed its attempt is done, as any job whose attempt fails (4.2).
     queue = JobQueue(session, [j for j in jobs if j.name not in outcomes or (outcomes[j.name].started and any(
         t.key not in session.placements for t in j.tasks if t.status == PENDING))])

@@ -353,11 +353,17 @@ def _reach(state: ClusterState, units: list[Unit], pending: list[tuple[str, int]
     row_unit, row_node, row_len, task_vecs = [], [], [], []
     for u in units:
         for n, by_ps in u.node_tasks.items():
+            # Only what the unit can lose: a job not taken whole loses surplus pods only. (Its
+            # other pods counted here let a candidate's bound on a node assume capacity no
+            # variable frees, and a node with one candidate has no capacity row: the model
+            # pipelined a pod onto a full node; found by the generated invariant test.)
+            vecs = [table.vector(t) for ps, ts in by_ps.items() if u.whole or u.surplus.get(ps) for t in ts]
+            if not vecs:
+                continue
             row_unit.append(u.index)
             row_node.append(n)
-            size = len(task_vecs)
-            task_vecs += [table.vector(t) for ts in by_ps.values() for t in ts]
-            row_len.append(len(task_vecs) - size)      # >= 1: node_tasks holds the nodes of tasks
+            task_vecs += vecs
+            row_len.append(len(vecs))
     stacked = np.array(task_vecs, dtype=table.allocatable.dtype).reshape(-1, width)
     starts = np.cumsum(row_len) - row_len
     vecs = np.add.reduceat(stacked, starts, axis=0) if len(row_len) else stacked
@@ -648,7 +654,7 @@ class Evictions:
             worst = sum(c * _ub(v) for v, c, _ in terms)
             if worst <= max(above, 0):
                 continue
-            below = m.new_int_var(0, worst, "")
+            below = m.new_int_var(0, worst - min(above, 0), "")    # a queue below its share: all it loses, and more
             m.add(below >= cp_model.LinearExpr.weighted_sum([v for v, _, _ in terms], [c for _, c, _ in terms]) - above)
             pairs = [(v, c) for v, c, _ in terms]
             ctx.derive_hint(lambda below=below, pairs=pairs, above=above:
