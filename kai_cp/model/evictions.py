@@ -548,6 +548,9 @@ class Evictions:
         from kai_cp.model.utilisation import pair_centi_gpus
         centi = pair_centi_gpus(ctx)
         alloc = {q: v.allocated for q, v in state.queues.items()}          # the snapshot's
+        jobs = state.jobs
+        kai_reclaims = {(jobs[e.for_job].queue, jobs[e.task.job].queue) for e in ctx.greedy.session.evictions.values()
+                        if e.action == "reclaim" and e.for_job in jobs}
         allowances: list[tuple[dict[int, int], int]] = []
         caps: dict[str, int] = {}
         var_nodes: dict[int, set[int]] = {}            # eviction variable -> the nodes it frees
@@ -586,7 +589,8 @@ class Evictions:
                 chunks = sorted({u.chunk for _, _, u, _ in terms})
                 worst = sum(c * (_ub(v)) for v, c, _, _ in terms)
                 # the quota route below is conditional: what the share route allows decides the skip
-                widest = share if before is not None and (share is None or share < before) else before
+                quota_wider = before is not None and (share is None or share < before)
+                widest = share if quota_wider else before
                 if worst <= (widest + chunks[-1] if widest is not None else 0):
                     continue
                 total = cp_model.LinearExpr.weighted_sum([v for v, _, _, _ in terms], [c for _, c, _, _ in terms])
@@ -611,7 +615,7 @@ class Evictions:
                     prev = c
                 slack = cp_model.LinearExpr.weighted_sum([b for b, _ in steps], [d for _, d in steps])
                 quota_route = self._quota_route(ctx, state, level, terms, sub, r_of, by_queue_pairs, centi,
-                                                before, share)
+                                                kai_reclaims) if quota_wider else None
                 if quota_route is None:
                     m.add(total <= before + slack)
                 else:
@@ -677,25 +681,22 @@ class Evictions:
         ctx.extensions["eviction-costs"] = (costs_v, costs_c)
 
     def _quota_route(self, ctx: ModelContext, state: ClusterState, level, terms: list, sub: frozenset,
-                     r_of: dict, by_queue_pairs: dict[str, list[int]], centi, before: int,
-                     share: int | None) -> cp_model.IntVar | None:
+                     r_of: dict, by_queue_pairs: dict[str, list[int]], centi,
+                     kai_reclaims: set[tuple[str, str]]) -> cp_model.IntVar | None:
         """Gate 2's quota reclaim (3.7.2 `guarantee_quota`): a level may lose victims down to its
         quota, below its allocatable share, only for a reclaimer whose own level (its ancestor
         beside `level`) stays within its quota with what it places. Without this the model took
         a whole gang from a queue at its fair share for a queue that ended above its quota, and
-        the next cycle took it back: a reclaim loop. The indicator returned is 1 when the level
-        loses more than its share route allows; None when that route is not wider."""
-        if share is not None and share >= before:
-            return None
+        the next cycle took it back: a reclaim loop. Called where the quota route is the wider;
+        the indicator returned is 1 when the level loses more than its share route allows.
+        `kai_reclaims`: (reclaiming queue, victim queue) of KAI's actions' reclaims this cycle."""
         reclaimers = sorted({r for _, _, u, _ in terms for r in u.reclaimers if r not in sub and r in r_of})
         levels = {r: next((q for q in state.queue_path(r) if q.parent == level.parent), None) for r in reclaimers}
         if not reclaimers or any(q is None for q in levels.values()):
             # A reclaimer from another branch is gated at a higher level, not this one; the victims
             # are not attributed to reclaimers, so the level keeps its wider allowance for all.
             return None
-        jobs = state.jobs
-        if any(e.action == "reclaim" and e.for_job in jobs and jobs[e.for_job].queue in levels
-               and jobs[e.task.job].queue in sub for e in ctx.greedy.session.evictions.values()):
+        if any(r in levels and v in sub for r, v in kai_reclaims):
             # KAI's actions reclaimed here: their gate 2 counts what this cycle placed in the level
             # before (its share route may hold where the snapshot's allocation does not), so their
             # reclaims stay possible, as the pool keeps them (build_pool).

@@ -226,4 +226,3 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     ub_sorted[position] = ub
     add_le_rows(m, position[np.concatenate([t[0] for t in terms])], np.concatenate([t[1] for t in terms]),
                 np.concatenate([t[2] for t in terms]), ub_sorted)
-
