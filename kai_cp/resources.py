@@ -115,6 +115,9 @@ def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
         total[k] = max(total.get(k, 0), v)
 
 
+NEGATIVE_REQUEST = "negative resource request"     # the problem's words (a warning on the requests field)
+
+
 def pod_request(spec, annotations: Mapping[str, str]) -> PodRequest:
     """KAI's ResReq: containers summed, init containers max'ed in, overhead added, annotations override GPUs."""
     base: dict[str, int] = {}
@@ -125,10 +128,16 @@ def pod_request(spec, annotations: Mapping[str, str]) -> PodRequest:
         _add(init, c.resources.requests if c.resources else None)
         _max_into(base, init)
     _add(base, spec.overhead)
+    problems: list[str] = []
+    negative = sorted(k for k, v in base.items() if v < 0)
+    if negative:
+        # The API server refuses these; one that got through would make capacity grow as it is
+        # placed (a -4,573,409,460 GPU request sent the device choice into a MemoryError).
+        problems.append(f"{NEGATIVE_REQUEST} ({', '.join(negative)}): requests must be >= 0")
+        base = {k: max(v, 0) for k, v in base.items()}
     gpus = sum(base.get(g, 0) for g in GPU_RESOURCES)
     scalars = tuple(sorted((k, v) for k, v in base.items() if k not in _IGNORED and v))
     kind, portion, memory, devices = "Regular", Fraction(0), 0, 0
-    problems: list[str] = []
     frac_raw = annotations.get(FRACTION_ANNOTATION)
     mem_raw = annotations.get(GPU_MEMORY_ANNOTATION)
     num_raw = annotations.get(NUM_DEVICES_ANNOTATION)

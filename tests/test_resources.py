@@ -213,3 +213,21 @@ def test_tiny_gpu_fraction_is_best_effort():
     """Spec 1.4: best effort when ... GPUs <= 0.01 and not a GPU-memory request; a 0.01
     fraction is 0.01 GPUs."""
     assert req(cpu=None, memory=None, annotations={"gpu-fraction": "0.01"}).best_effort is True
+
+
+def test_negative_request_is_a_problem_and_counts_as_zero():
+    """The API server refuses negative requests; one that got through (CLI fuzz: nvidia.com/gpu
+    -4,573,409,460) made capacity grow as the pod was placed and ended in a MemoryError."""
+    r = req(gpu=-3)
+    assert any("negative resource request (nvidia.com/gpu)" in p for p in r.problems)
+    assert r.gpus == 0
+
+
+def test_negative_request_leaves_its_job_pending_and_the_node_whole():
+    doc = snapshot([node("n1", gpu=2)], None, [podgroup("bad"), podgroup("good")],
+                   [pod("a", "bad", gpu=-4), pod("b", "good", gpu=2)])
+    out = solve_doc(doc)
+    assert [b["pod"] for b in out["binds"]] == ["default/b"]
+    assert [u["podGroup"] for u in out["unschedulable"]] == ["bad"]
+    assert any(w["field"] == "spec.containers.resources.requests" and "negative" in w["reason"]
+               for w in out["warnings"])
