@@ -104,10 +104,24 @@ def stale_event(job: JobInfo, session: Session) -> str:
 def is_stale(job: JobInfo, session: Session) -> bool:
     """KAI's IsStale on the session's statuses: no pod succeeded, some pod active-used, and some
     PodSet below its minimum of active-used pods."""
-    if any(t.status == SUCCEEDED for t in job.tasks):
-        return False
-    counts = {name: sum(1 for t in ps.tasks if session.status(t) in ACTIVE_USED) for name, ps in job.podsets.items()}
-    return sum(counts.values()) > 0 and any(counts[n] < ps.min_available for n, ps in job.podsets.items())
+    # A job this cycle left alone has its snapshot statuses: read them without the session
+    # (every job of the cluster is checked each cycle; 40,000 at 10,000 nodes, issue 9).
+    status = session.status if job.name in session.job_version else None
+    total, below = 0, False
+    for ps in job.podsets.values():
+        active = 0
+        for t in ps.tasks:
+            if t.status == SUCCEEDED:
+                return False
+            if (t.status if status is None else status(t)) in ACTIVE_USED:
+                active += 1
+        total += active
+        below = below or active < ps.min_available
+    return total > 0 and below
+
+
+def _annotated(job: JobInfo) -> bool:
+    return job.pod_group is not None and STALE_ANNOTATION in (job.pod_group.metadata.annotations or {})
 
 
 def grace_seconds(job: JobInfo, state: ClusterState, warnings: list[ObjectWarning]) -> float:
@@ -129,11 +143,13 @@ def grace_seconds(job: JobInfo, state: ClusterState, warnings: list[ObjectWarnin
 def run_stale_gang_eviction(state: ClusterState, session: Session, now: float) -> StaleOutcome:
     """Evict the remaining pods of gangs stale for at least their grace period (spec 6.6)."""
     out = StaleOutcome(now)
-    for job in sorted(state.jobs.values(), key=lambda j: (j.namespace, j.name)):
-        present = job.pod_group is not None and STALE_ANNOTATION in (job.pod_group.metadata.annotations or {})
-        if not is_stale(job, session):
-            if present:     # recovered (or an unparseable value): the annotation goes
-                out.jobs[job.name] = StaleJob(job.name, job.namespace, None, None, True, None)
+    # Only stale jobs and jobs carrying the annotation have anything to decide (sorted after
+    # the filter: sorting every job of a big cluster cost more than the check).
+    checked = [(job, is_stale(job, session)) for job in state.jobs.values()]
+    for job, stale in sorted(((j, s) for j, s in checked if s or _annotated(j)),
+                             key=lambda js: (js[0].namespace, js[0].name)):
+        if not stale:       # annotated but recovered (or an unparseable value): the annotation goes
+            out.jobs[job.name] = StaleJob(job.name, job.namespace, None, None, True, None)
             continue
         since = job.stale_since if job.stale_since is not None else now
         marked = job.stale_since is not None          # KAI marks a job stale when it read the annotation
