@@ -178,6 +178,8 @@ def console_main() -> None:
     cluster (output is flushed first; nothing else is pending at that point)."""
     global _FAST_EXIT
     _FAST_EXIT = True
+    from kai_cp.pydantic_plugins import skip_plugin_search
+    skip_plugin_search()
     code = main()
     if _KEEP:
         for stream in (sys.stdout, sys.stderr):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kai_cp.arrays import distinct
 from kai_cp.jobs import ACTIVE_ALLOCATED
 
 ROOT = -1          # level index of the synthetic root domain (the whole topology)
@@ -236,7 +237,7 @@ def pinned_domains(job, scope: Scope, c: Constraint, index: dict[str, int],
     if not nodes:
         return None
     dom = c.tree.domain_of(c.required)[nodes]
-    inside = np.unique(dom[dom >= 0])
+    inside = distinct(dom[dom >= 0])
     return inside if len(inside) else None
 
 

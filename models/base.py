@@ -123,6 +123,18 @@ def _mark_changed_defaults(model: KubeModel) -> None:
             fields_set.add(name)
 
 
+def new_list() -> list:
+    """`default_factory` for list fields. A Python function, not the `list` builtin: pydantic
+    reads each factory's signature when it builds a model class, and a builtin's signature is
+    parsed from its text (~0.25 ms each, ~15 ms of every import of the models, issue 9)."""
+    return []
+
+
+def new_dict() -> dict:
+    """`default_factory` for map fields (see new_list)."""
+    return {}
+
+
 Str = StrictStr
 Int = StrictInt
 Bool = StrictBool

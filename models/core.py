@@ -11,7 +11,7 @@ from typing import Annotated, Any, ClassVar, Optional
 
 from pydantic import Field
 
-from .base import AnyDict, Bool, Int, KubeModel, NullDict, NullList, NullModel, Str, StrMap
+from .base import AnyDict, Bool, Int, KubeModel, NullDict, NullList, NullModel, Str, StrMap, new_dict, new_list
 from .meta import KubeObject
 from .quantity import Quantity
 
@@ -53,8 +53,8 @@ class ResourceRequirements(KubeModel):
     """Container requests/limits. KAI reads requests only (limits are copied by the API
     server into requests when requests are missing)."""
 
-    requests: ResourceList = Field(default_factory=dict)
-    limits: ResourceList = Field(default_factory=dict)
+    requests: ResourceList = Field(default_factory=new_dict)
+    limits: ResourceList = Field(default_factory=new_dict)
 
 
 class ContainerPort(KubeModel):
@@ -72,27 +72,27 @@ class Container(KubeModel):
     resources: Annotated[ResourceRequirements, NullModel] = Field(
         default_factory=ResourceRequirements
     )
-    ports: Annotated[list[ContainerPort], NullList] = Field(default_factory=list)
+    ports: Annotated[list[ContainerPort], NullList] = Field(default_factory=new_list)
 
 
 class NodeSelectorRequirement(KubeModel):
     key: Str
     operator: Str
-    values: Annotated[list[Str], NullList] = Field(default_factory=list)
+    values: Annotated[list[Str], NullList] = Field(default_factory=new_list)
 
 
 class NodeSelectorTerm(KubeModel):
     match_expressions: Annotated[list[NodeSelectorRequirement], NullList] = Field(
-        default_factory=list
+        default_factory=new_list
     )
     match_fields: Annotated[list[NodeSelectorRequirement], NullList] = Field(
-        default_factory=list
+        default_factory=new_list
     )
 
 
 class NodeSelector(KubeModel):
     node_selector_terms: Annotated[list[NodeSelectorTerm], NullList] = Field(
-        default_factory=list
+        default_factory=new_list
     )
 
 
@@ -105,29 +105,29 @@ class NodeAffinity(KubeModel):
     required_during_scheduling_ignored_during_execution: Optional[NodeSelector] = None
     preferred_during_scheduling_ignored_during_execution: Annotated[
         list[PreferredSchedulingTerm], NullList
-    ] = Field(default_factory=list)
+    ] = Field(default_factory=new_list)
 
 
 class LabelSelectorRequirement(KubeModel):
     key: Str
     operator: Str
-    values: Annotated[list[Str], NullList] = Field(default_factory=list)
+    values: Annotated[list[Str], NullList] = Field(default_factory=new_list)
 
 
 class LabelSelector(KubeModel):
-    match_labels: StrMap = Field(default_factory=dict)
+    match_labels: StrMap = Field(default_factory=new_dict)
     match_expressions: Annotated[list[LabelSelectorRequirement], NullList] = Field(
-        default_factory=list
+        default_factory=new_list
     )
 
 
 class PodAffinityTerm(KubeModel):
     label_selector: Optional[LabelSelector] = None
-    namespaces: Annotated[list[Str], NullList] = Field(default_factory=list)
+    namespaces: Annotated[list[Str], NullList] = Field(default_factory=new_list)
     topology_key: Str = ""
     namespace_selector: Optional[LabelSelector] = None
-    match_label_keys: Annotated[list[Str], NullList] = Field(default_factory=list)
-    mismatch_label_keys: Annotated[list[Str], NullList] = Field(default_factory=list)
+    match_label_keys: Annotated[list[Str], NullList] = Field(default_factory=new_list)
+    mismatch_label_keys: Annotated[list[Str], NullList] = Field(default_factory=new_list)
 
 
 class WeightedPodAffinityTerm(KubeModel):
@@ -140,10 +140,10 @@ class PodAffinity(KubeModel):
 
     required_during_scheduling_ignored_during_execution: Annotated[
         list[PodAffinityTerm], NullList
-    ] = Field(default_factory=list)
+    ] = Field(default_factory=new_list)
     preferred_during_scheduling_ignored_during_execution: Annotated[
         list[WeightedPodAffinityTerm], NullList
-    ] = Field(default_factory=list)
+    ] = Field(default_factory=new_list)
 
 
 class Affinity(KubeModel):
@@ -167,21 +167,21 @@ class PodSchedulingGate(KubeModel):
 class PodSpec(KubeModel):
     scheduler_name: Optional[Str] = None
     node_name: Optional[Str] = None
-    containers: Annotated[list[Container], NullList] = Field(default_factory=list)
-    init_containers: Annotated[list[Container], NullList] = Field(default_factory=list)
+    containers: Annotated[list[Container], NullList] = Field(default_factory=new_list)
+    init_containers: Annotated[list[Container], NullList] = Field(default_factory=new_list)
     overhead: Optional[ResourceList] = None
-    node_selector: StrMap = Field(default_factory=dict)
+    node_selector: StrMap = Field(default_factory=new_dict)
     affinity: Optional[Affinity] = None
-    tolerations: Annotated[list[Toleration], NullList] = Field(default_factory=list)
-    scheduling_gates: Annotated[list[PodSchedulingGate], NullList] = Field(default_factory=list)
+    tolerations: Annotated[list[Toleration], NullList] = Field(default_factory=new_list)
+    scheduling_gates: Annotated[list[PodSchedulingGate], NullList] = Field(default_factory=new_list)
     priority_class_name: Optional[Str] = None
     priority: Optional[Int] = None
     preemption_policy: Optional[Str] = None
     # Read by predicates (volumes/DRA/spread) but not modelled in detail yet.
-    volumes: Annotated[list[AnyDict], NullList] = Field(default_factory=list)
-    resource_claims: Annotated[list[AnyDict], NullList] = Field(default_factory=list)
+    volumes: Annotated[list[AnyDict], NullList] = Field(default_factory=new_list)
+    resource_claims: Annotated[list[AnyDict], NullList] = Field(default_factory=new_list)
     topology_spread_constraints: Annotated[list[AnyDict], NullList] = Field(
-        default_factory=list
+        default_factory=new_list
     )
 
 
@@ -206,7 +206,7 @@ class Taint(KubeModel):
 
 class NodeSpec(KubeModel):
     unschedulable: Optional[Bool] = None
-    taints: Annotated[list[Taint], NullList] = Field(default_factory=list)
+    taints: Annotated[list[Taint], NullList] = Field(default_factory=new_list)
 
 
 class NodeCondition(KubeModel):
@@ -217,9 +217,9 @@ class NodeCondition(KubeModel):
 
 
 class NodeStatus(KubeModel):
-    allocatable: ResourceList = Field(default_factory=dict)
-    capacity: ResourceList = Field(default_factory=dict)
-    conditions: Annotated[list[NodeCondition], NullList] = Field(default_factory=list)
+    allocatable: ResourceList = Field(default_factory=new_dict)
+    capacity: ResourceList = Field(default_factory=new_dict)
+    conditions: Annotated[list[NodeCondition], NullList] = Field(default_factory=new_list)
 
 
 class Node(KubeObject):
@@ -250,5 +250,5 @@ class ConfigMap(KubeObject):
     KIND: ClassVar[str] = "ConfigMap"
     API_VERSION: ClassVar[str] = "v1"
 
-    data: StrMap = Field(default_factory=dict)
+    data: StrMap = Field(default_factory=new_dict)
     binary_data: Optional[dict[str, Any]] = None

@@ -11,7 +11,7 @@ from typing import Annotated, ClassVar, Optional
 
 from pydantic import Field
 
-from .base import AnyDict, Bool, Int, Int32, KubeModel, NullList, NullModel, Number, Str, crd_schema
+from .base import AnyDict, Bool, Int, Int32, KubeModel, NullList, NullModel, Number, Str, crd_schema, new_list
 from .duration import Duration
 from .meta import KubeObject
 
@@ -105,7 +105,7 @@ class PodGroupSpec(KubeModel):
     mark_unschedulable: Optional[Bool] = None
     scheduling_backoff: Optional[Int32] = None
     topology_constraint: Optional[TopologyConstraint] = None
-    sub_groups: Annotated[list[SubGroup], NullList] = Field(default_factory=list)
+    sub_groups: Annotated[list[SubGroup], NullList] = Field(default_factory=new_list)
     # In KAI's API, unused by its scheduler (spec 1.3); typed so the CRD checks them as KAI's does.
     parallelism: Optional[Int32] = None
     completions: Optional[Int32] = None
@@ -145,7 +145,7 @@ class TopologySpec(KubeModel):
     model_config = {**KubeModel.model_config, "json_schema_extra": {"required": ["levels"]}}
 
     levels: Annotated[list[TopologyLevel], NullList] = Field(
-        default_factory=list,
+        default_factory=new_list,
         json_schema_extra=crd_schema(minItems=1, maxItems=16, x_kubernetes_list_type="atomic",
                                      x_kubernetes_validations=_LEVEL_RULES))
 
@@ -169,9 +169,9 @@ class BindRequestSpec(KubeModel):
     received_resource_type: Optional[Str] = None
     received_gpu: Optional[ReceivedGPU] = Field(default=None, alias="receivedGPU")
     selected_gpu_groups: Annotated[list[Str], NullList] = Field(
-        default_factory=list, alias="selectedGPUGroups"
+        default_factory=new_list, alias="selectedGPUGroups"
     )
-    resource_claim_allocations: Annotated[list[AnyDict], NullList] = Field(default_factory=list)
+    resource_claim_allocations: Annotated[list[AnyDict], NullList] = Field(default_factory=new_list)
     backoff_limit: Optional[Int32] = None
 
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any, ClassVar, Optional
 
 from pydantic import Field, StringConstraints
 
-from .base import Bool, Int, KubeModel, NullList, Str, StrMap, Time
+from .base import Bool, Int, KubeModel, NullList, Str, StrMap, Time, new_dict, new_list
 
 __all__ = ["OwnerReference", "ObjectMeta", "KubeObject"]
 
@@ -34,12 +34,12 @@ class ObjectMeta(KubeModel):
     name: NonEmptyStr
     namespace: Optional[Str] = None
     uid: Optional[Str] = None
-    labels: StrMap = Field(default_factory=dict)
-    annotations: StrMap = Field(default_factory=dict)
+    labels: StrMap = Field(default_factory=new_dict)
+    annotations: StrMap = Field(default_factory=new_dict)
     creation_timestamp: Optional[Time] = None
     deletion_timestamp: Optional[Time] = None
-    owner_references: Annotated[list[OwnerReference], NullList] = Field(default_factory=list)
-    finalizers: Annotated[list[Str], NullList] = Field(default_factory=list)
+    owner_references: Annotated[list[OwnerReference], NullList] = Field(default_factory=new_list)
+    finalizers: Annotated[list[Str], NullList] = Field(default_factory=new_list)
     resource_version: Optional[Str] = None
     generation: Optional[Int] = None
 

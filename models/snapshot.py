@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 from pydantic import Field
 
-from .base import AnyDict, KubeModel, NullList, NullModel
+from .base import AnyDict, KubeModel, NullList, NullModel, new_list
 from .core import ConfigMap, Node, Pod, PriorityClass
 from .kai import BindRequest, PodGroup, Queue, Topology
 from .meta import KubeObject
@@ -60,21 +60,21 @@ _DictList = Annotated[list[AnyDict], NullList]
 class RawObjects(KubeModel):
     """All object lists of a snapshot; a missing key is an empty list."""
 
-    pods: Annotated[list[Pod], NullList] = Field(default_factory=list)
-    nodes: Annotated[list[Node], NullList] = Field(default_factory=list)
-    queues: Annotated[list[Queue], NullList] = Field(default_factory=list)
-    pod_groups: Annotated[list[PodGroup], NullList] = Field(default_factory=list)
-    bind_requests: Annotated[list[BindRequest], NullList] = Field(default_factory=list)
-    priority_classes: Annotated[list[PriorityClass], NullList] = Field(default_factory=list)
-    config_maps: Annotated[list[ConfigMap], NullList] = Field(default_factory=list)
-    persistent_volume_claims: _DictList = Field(default_factory=list)
-    csi_storage_capacities: _DictList = Field(default_factory=list)
-    storage_classes: _DictList = Field(default_factory=list)
-    csi_drivers: _DictList = Field(default_factory=list)
-    resource_claims: _DictList = Field(default_factory=list)
-    resource_slices: _DictList = Field(default_factory=list)
-    device_classes: _DictList = Field(default_factory=list)
-    topologies: Annotated[list[Topology], NullList] = Field(default_factory=list)
+    pods: Annotated[list[Pod], NullList] = Field(default_factory=new_list)
+    nodes: Annotated[list[Node], NullList] = Field(default_factory=new_list)
+    queues: Annotated[list[Queue], NullList] = Field(default_factory=new_list)
+    pod_groups: Annotated[list[PodGroup], NullList] = Field(default_factory=new_list)
+    bind_requests: Annotated[list[BindRequest], NullList] = Field(default_factory=new_list)
+    priority_classes: Annotated[list[PriorityClass], NullList] = Field(default_factory=new_list)
+    config_maps: Annotated[list[ConfigMap], NullList] = Field(default_factory=new_list)
+    persistent_volume_claims: _DictList = Field(default_factory=new_list)
+    csi_storage_capacities: _DictList = Field(default_factory=new_list)
+    storage_classes: _DictList = Field(default_factory=new_list)
+    csi_drivers: _DictList = Field(default_factory=new_list)
+    resource_claims: _DictList = Field(default_factory=new_list)
+    resource_slices: _DictList = Field(default_factory=new_list)
+    device_classes: _DictList = Field(default_factory=new_list)
+    topologies: Annotated[list[Topology], NullList] = Field(default_factory=new_list)
 
 
 class Snapshot(KubeModel):

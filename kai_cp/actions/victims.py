@@ -83,11 +83,20 @@ def preemptible_running(session: Session) -> dict[str, list[Victim]]:
     for j in session.state.jobs.values():
         if not j.preemptible:
             continue
-        tasks = active_tasks(j, session)
-        if tasks:
-            out.setdefault(j.queue, []).append(Victim(j, tasks))
+        # per job until its tasks change: a commit touches a few jobs, the scan is of all of them
+        v = session.job_derived(_VICTIM, j.name, lambda: _victim(j, session))
+        if v is not None:
+            out.setdefault(j.queue, []).append(v)
     session.__dict__["_victims"] = (key, out)
     return out
+
+
+_VICTIM = ("victim",)
+
+
+def _victim(job: JobInfo, session: Session) -> Victim | None:
+    tasks = active_tasks(job, session)
+    return Victim(job, tasks) if tasks else None
 
 
 def moved_earlier(t: TaskInfo, session: Session) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from ortools.sat.python import cp_model
 
+from kai_cp.arrays import distinct
 from kai_cp.model.base import ModelContext
 from kai_cp.pod_affinity import _labels_of, carries_anti_affinity
 
@@ -43,7 +44,7 @@ class AntiAffinity:
                 apairs = pairs_of[a.index]
                 adom = codes[ctx.pair_node[apairs]]
                 self_selected = a.index in matchers
-                for d in np.unique(adom[adom >= 0]).tolist():
+                for d in distinct(adom[adom >= 0]).tolist():
                     here_m = mpairs[mdom == d]
                     here_a = apairs[adom == d]
                     others = here_m[~np.isin(here_m, here_a)]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from kai_cp.actions.allocate import GreedyResult
+from kai_cp.arrays import distinct
 from kai_cp.model.base import PodClass
 from kai_cp.model.topology import allowed_nodes
 from kai_cp.pod_affinity import carries_anti_affinity
@@ -122,7 +123,7 @@ def _fewest_domains(classes: list[PodClass], pods: list[tuple[int, int]], idle: 
         mine = int(req[pods[0][1]])
         within = req[nodes]
         estimate = {}
-        for d in np.unique(within).tolist():
+        for d in distinct(within).tolist():
             here = within == d
             holds = np.sort(_holds(pref[nodes[here]], copies[here])[1])[::-1]
             k = int(np.searchsorted(np.cumsum(holds), len(pods))) + 1

@@ -15,6 +15,8 @@ rows are built as arrays, one entry per (row, term), and written into the proto 
 from __future__ import annotations
 
 import numpy as np
+
+from kai_cp.arrays import distinct
 from kai_cp.jobs import JobInfo
 from kai_cp.model.base import ModelContext
 from kai_cp.model.linear_rows import add_le_rows, upper_bound
@@ -133,7 +135,7 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     # reclaim there took the freed (found by the generated loop test).
     by_reclaim = on_entry_node[pair_node] & (legal_count > 0) \
         & (np.bincount(k[by_preempt], minlength=len(pair_job)) == 0)
-    ev_nodes = np.unique(pair_node[outsider | by_reclaim])
+    ev_nodes = distinct(pair_node[outsider | by_reclaim])
     ev_index = np.full(n_nodes, -1, dtype=np.int64)
     for n in sorted(ev_nodes.tolist(), key=lambda n: node_rank[n]):      # created in node order
         ev = ev_of[n] = m.new_bool_var("")

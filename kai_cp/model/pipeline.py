@@ -5,6 +5,8 @@ but costs, so the model binds on idle resources whenever it can, as KAI's node o
 from __future__ import annotations
 
 import numpy as np
+
+from kai_cp.arrays import distinct
 from kai_cp.model.base import ModelContext
 from kai_cp.model.evictions import freed_max
 from kai_cp.model.linear_rows import INT64_MAX, INT64_MIN, add_rows
@@ -34,7 +36,7 @@ class Pipelining:
         if extra is not None:
             releasing = releasing + extra
         vecs = np.stack([c.vec for c in ctx.classes])[ctx.pair_class]
-        nodes = [n for n in np.unique(ctx.pair_node) if (releasing[n] > 0).any()]
+        nodes = [n for n in distinct(ctx.pair_node) if (releasing[n] > 0).any()]
         uses, weights = [], []
         waits = np.full(len(ctx.state.nodes), -1, dtype=np.int64)      # node -> its b's variable index
         for n in nodes:
@@ -52,7 +54,7 @@ class Pipelining:
         pair, col = np.nonzero((vecs > 0) & (releasing[pair_node] > 0))
         width = releasing.shape[1]
         keys = pair_node[pair] * width + col
-        rows = np.unique(keys)
+        rows = distinct(keys)
         row_node, row_col = rows // width, rows % width
         x_row = np.searchsorted(rows, keys)
         sign = np.where(np.bincount(x_row, minlength=len(rows)) == 1, 1, -1)      # per row: le or ge form

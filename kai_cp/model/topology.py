@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from ortools.sat.python import cp_model
 
+from kai_cp.arrays import distinct
 from kai_cp.jobs import JobInfo
 from kai_cp.model.base import ModelContext
 from kai_cp.state import ClusterState
@@ -147,7 +148,7 @@ def _link(ctx: ModelContext, pairs: np.ndarray, dom: np.ndarray, label: str) -> 
     """One Boolean per domain, true when any of the pairs in that domain places a pod; hinted from greedy."""
     m = ctx.model
     out: dict[int, cp_model.IntVar] = {}
-    for d in np.unique(dom).tolist():
+    for d in distinct(dom).tolist():
         members = pairs[dom == d]
         y = m.new_bool_var(f"{label}[{d}]")
         bound = int(ctx.pair_ub[members].sum())
