@@ -10,9 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kai_cp import loader
+from kai_cp.arrays import distinct
 from kai_cp.resources import cached_pod_request, pod_request
 from models import Pod
 
@@ -75,6 +79,45 @@ def test_script_exits_fast_with_complete_output(tmp_path):
     assert a == b and a["binds"]
     bad = subprocess.run(script + ["solve", str(tmp_path / "missing.json")], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "missing.json" in bad.stderr
+
+
+def test_solve_script_searches_no_pydantic_plugins_and_models_still_validate():
+    got = _python(
+        "import sys, contextlib, io\n"
+        "from kai_cp import cli\n"
+        f"sys.argv = ['kai-cp', 'solve', {str(EXAMPLE)!r}]\n"
+        "out = io.StringIO()\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(out):\n"
+        "    cli._FAST_EXIT = False\n"
+        "    from kai_cp.pydantic_plugins import skip_plugin_search\n"
+        "    print(skip_plugin_search(), skip_plugin_search(), file=sys.stderr)\n"
+        "    cli.main()\n"
+        "import json\n"
+        "from models import Pod\n"
+        "print('importlib.metadata' in sys.modules, bool(json.loads(out.getvalue())['binds']))\n"
+        "try:\n"
+        "    Pod.model_validate({'metadata': {'name': 1}}, by_alias=True, by_name=False)\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__)\n")
+    assert got.splitlines() == ["False True", "ValidationError"]
+
+
+def test_a_user_setting_for_pydantic_plugins_is_kept():
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys\nfrom kai_cp.pydantic_plugins import skip_plugin_search\n"
+                               "print(skip_plugin_search(), 'pydantic.plugin._loader' in sys.modules)"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "PYDANTIC_DISABLE_PLUGINS": ""})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-5, 40), max_size=60), st.sampled_from([np.int64, np.int32, np.float64]))
+def test_distinct_equals_numpy_unique(values, dtype):
+    a = np.array(values, dtype=dtype)
+    got = distinct(a)
+    assert got.dtype == np.unique(a).dtype and np.array_equal(got, np.unique(a))
+    assert np.array_equal(distinct(a.reshape(-1, 1)), np.unique(a.reshape(-1, 1)))
 
 
 def test_msgspec_and_standard_library_parse_the_same(monkeypatch):
