@@ -14,7 +14,7 @@ department/project queue tree with quotas and limits, gangs of 1-64 pods, a thir
 multi-pod GPU gangs topology-constrained): 1,000 nodes -> 5,000 pending / 10,000 running pods,
 4,000 -> 5,000 / 40,000, 10,000 -> 5,000 / 100,000. They are written once as JSON files
 (``--cache-dir``) and each (size, engine, repeat) runs in a fresh Python process, as
-`kai-cp solve` does: load (`kai_cp.cli._load`: `load_snapshot` with pod views, file read
+`kai-cp solve` does: load (`kai_cp.cli._load`: `load_snapshot` with views, file read
 included), state (`kai_cp.cli._state`: `build_cluster_state`, frozen), then `run_cycle` whose stats give greedy, build and solve; decode
 is the rest of the cycle's wall time. `total` is the child's wall time from before the
 imports to the end of the cycle (without writing the output); `rss` its peak resident set
@@ -48,7 +48,7 @@ def _child(path: str, engine: str, time_limit: float) -> None:
 
     t_imports = time.perf_counter() - t0
     t = time.perf_counter()
-    loaded = _load(path, pod_views=True)     # as `kai-cp solve`
+    loaded = _load(path, views=True)     # as `kai-cp solve`
     t_load = time.perf_counter() - t
     t = time.perf_counter()
     state = _state(loaded)     # as `kai-cp solve`

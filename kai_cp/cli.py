@@ -95,11 +95,11 @@ def _settings(args: argparse.Namespace):
                          log=args.verbose, now=args.now)
 
 
-def _load(path: str, *, pod_views: bool = False):
-    """`pod_views`: pods as lean views (kai_cp/podview.py), for a run that never writes the
-    snapshot back (solve); simulate writes snapshots and keeps full models."""
+def _load(path: str, *, views: bool = False):
+    """`views`: objects as lean views (kai_cp/podview.py, kai_cp/objectviews.py), for a run
+    that never writes the snapshot back (solve); simulate writes snapshots and keeps full models."""
     from kai_cp.loader import load_snapshot
-    loaded = load_snapshot(path, pod_views=pod_views)
+    loaded = load_snapshot(path, views=views)
     # The snapshot's objects live for the whole run and hold no garbage cycles: keep the
     # collector from rescanning them (a full scan of a 100k-pod snapshot costs ~1.5 s).
     gc.freeze()
@@ -120,7 +120,7 @@ def _state(loaded):
 def _solve(args: argparse.Namespace) -> int:
     from kai_cp.cycle import run_cycle
     from kai_cp.loader import write_json_atomic
-    loaded = _load(args.snapshot, pod_views=True)
+    loaded = _load(args.snapshot, views=True)
     state = _state(loaded)
     result = run_cycle(state, _settings(args))
     if _FAST_EXIT:

@@ -16,7 +16,7 @@ loaded pods are the same, as views or models, and so are the warnings.
 
 Views are read-only by convention (nothing in a cycle changes a pod) and hold nothing else of
 the pod, so a snapshot loaded with them cannot be written back: only `kai-cp solve` asks for
-them (kai_cp.loader.load_snapshot(pod_views=True)); simulate, the explore API and the writers
+them (kai_cp.loader.load_snapshot(views=True)); simulate, the explore API and the writers
 load full models.
 """
 
@@ -27,11 +27,11 @@ from typing import Annotated, Any, ClassVar, Optional
 import msgspec
 from msgspec import Meta, Struct, field
 
-from models.base import _TIME_CACHE as _TIMES, _validate_time
-from models.meta import ObjectIdentity
+from models.times import _TIME_CACHE as _TIMES, parse_time
+from models.identity import ObjectIdentity
 from models.quantity import _KNOWN as _KNOWN_QUANTITIES, validate_quantity
 
-__all__ = ["PodView", "SnapshotEnvelope", "decode_pod", "decode_pod_list"]
+__all__ = ["PodView", "SnapshotEnvelope"]
 
 _NonEmpty = Annotated[str, Meta(min_length=1)]
 
@@ -75,10 +75,10 @@ class ObjectMetaView(_View):
         # Times as the model parses them (shared KubeTime instances); a bad one refuses the object.
         t = self.creation_timestamp
         if t is not None:
-            self.creation_timestamp = _TIMES.get(t) or _validate_time(t)
+            self.creation_timestamp = _TIMES.get(t) or parse_time(t)
         t = self.deletion_timestamp
         if t is not None:
-            self.deletion_timestamp = _TIMES.get(t) or _validate_time(t)
+            self.deletion_timestamp = _TIMES.get(t) or parse_time(t)
 
 
 class ResourceRequirementsView(_View):
@@ -241,18 +241,3 @@ class SnapshotEnvelope(Struct, forbid_unknown_fields=True):
     schedulerParams: Any = msgspec.UNSET
     rawObjects: Optional[dict[str, msgspec.Raw]] = msgspec.UNSET  # type: ignore[assignment]
     discovery: Any = msgspec.UNSET
-
-
-_POD_DECODER = msgspec.json.Decoder(PodView)
-_POD_LIST_DECODER = msgspec.json.Decoder(list[PodView])
-
-
-def decode_pod(data: Any) -> PodView:
-    """One pod's JSON -> its view. Raises msgspec.ValidationError/DecodeError where the view
-    cannot be sure the model would accept it (the caller then validates it with pydantic)."""
-    return _POD_DECODER.decode(data)
-
-
-def decode_pod_list(data: Any) -> list[PodView]:
-    """A JSON list of pods -> views, all or nothing (one call: the fast case)."""
-    return _POD_LIST_DECODER.decode(data)

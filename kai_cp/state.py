@@ -350,19 +350,19 @@ def _backed_off(pg, cfg: SchedulerConfig) -> bool:
     spec = pg.spec
     if spec is None or spec.scheduling_backoff is None or spec.scheduling_backoff == -1:
         return False
-    conds = getattr(pg.status, "scheduling_conditions", None) if pg.status is not None else None
+    # an extra of the model (stored under its JSON name), a declared field of the view
+    conds = getattr(pg.status, "schedulingConditions", None) if pg.status is not None else None
+    conds = [c for c in conds if isinstance(c, dict)] if isinstance(conds, list) else []
     if not conds:
         return False
 
-    def tid(c) -> int:
-        raw = c.get("transitionID") if isinstance(c, dict) else getattr(c, "transition_id", None)
+    def tid(c: dict) -> int:
         try:
-            return int(raw)
+            return int(c.get("transitionID"))
         except (TypeError, ValueError):
             return 0
 
-    latest = max(conds, key=tid)
-    pool = latest.get("nodePool") if isinstance(latest, dict) else getattr(latest, "node_pool", None)
+    pool = max(conds, key=tid).get("nodePool")
     own = (pg.metadata.labels or {}).get(cfg.node_pool_label_key) or "default"
     return pool == own
 

@@ -13,8 +13,7 @@ Why these choices:
 
 from __future__ import annotations
 
-import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import (
@@ -33,7 +32,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from .cache import remember
+from .times import KubeTime, parse_time, serialize_time
 
 __all__ = [
     "KubeModel",
@@ -184,103 +183,10 @@ Number = Annotated[
 ]
 
 
-class KubeTime(datetime):
-    """A timezone-aware datetime that remembers the RFC 3339 text it was parsed from.
-
-    Arithmetic and `replace()` return instances without the text, which then serialise
-    in Kubernetes' canonical form (`2006-01-02T15:04:05Z`).
-    """
-
-    __slots__ = ("_raw",)
-
-
-_TIME_RE = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})?",
-    re.ASCII,
-)
-
-
-# Parsed times by their text. Snapshots repeat the same timestamps many times, and one
-# call per field is on the hot path of loading (a dict hit costs ~0.1 us, a parse ~1 us).
-# KubeTime is immutable, so sharing one instance between objects is safe. Bounded: the
-# cache is emptied when full, so a long-running process cannot grow it without limit.
-_TIME_CACHE: dict[str, "KubeTime"] = {}
-_TIME_CACHE_MAX = 1 << 18
-
-
-def _validate_time(v: Any) -> datetime:
-    """Parse RFC 3339 (as metav1.Time/MicroTime); naive values are taken as UTC."""
-    try:
-        t = _TIME_CACHE.get(v)
-    except TypeError:  # unhashable (a list, a dict): rejected below
-        t = None
-    if t is None:
-        if isinstance(v, datetime):
-            return v if v.tzinfo is not None else v.replace(tzinfo=timezone.utc)
-        if not isinstance(v, str):
-            raise ValueError(f"must be an RFC 3339 time string, got {type(v).__name__}")
-        t = _parse_time(v)
-        if type(v) is str:
-            remember(_TIME_CACHE, _TIME_CACHE_MAX, v, t)
-    return t
-
-
-def _parse_time(v: str) -> KubeTime:
-    if (
-        len(v) == 20 and v[19] == "Z" and v[10] == "T" and v[4] == "-" and v[7] == "-"
-        and v[13] == ":" and v[16] == ":"
-    ):
-        # The API server's form "2006-01-02T15:04:05Z": the C parser accepts it exactly
-        # when the regex below does (ASCII digits in the other places) and gives the
-        # same value. Anything it refuses goes the general way, for the same message.
-        try:
-            t = KubeTime.fromisoformat(v)
-        except ValueError:
-            pass
-        else:
-            t._raw = v
-            return t
-    m = _TIME_RE.fullmatch(v)
-    if m is None:
-        raise ValueError(f"invalid RFC 3339 time {v!r}")
-    year, month, day, hour, minute, second, frac, tz = m.groups()
-    micros = int((frac[1:] + "000000")[:6]) if frac else 0
-    if not tz or tz in "Zz":
-        tzinfo = timezone.utc
-    else:
-        sign = 1 if tz[0] == "+" else -1
-        hours, mins = int(tz[1:3]), int(tz[4:6])
-        if hours > 23 or mins > 59:
-            raise ValueError(f"invalid RFC 3339 time {v!r}: bad offset")
-        tzinfo = timezone(sign * timedelta(hours=hours, minutes=mins))
-    try:
-        t = KubeTime(
-            int(year), int(month), int(day), int(hour), int(minute), int(second), micros,
-            tzinfo=tzinfo,
-        )
-    except (ValueError, OverflowError) as exc:
-        raise ValueError(f"invalid RFC 3339 time {v!r}: {exc}") from None
-    t._raw = v
-    return t
-
-
-def _serialize_time(t: datetime) -> str:
-    raw = getattr(t, "_raw", None) if isinstance(t, KubeTime) else None
-    if raw is not None:
-        return raw
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=timezone.utc)
-    t = t.astimezone(timezone.utc)
-    text = t.strftime("%Y-%m-%dT%H:%M:%S")
-    if t.microsecond:
-        text += f".{t.microsecond:06d}".rstrip("0")
-    return text + "Z"
-
-
 Time = Annotated[
     datetime,
-    PlainValidator(_validate_time),
-    PlainSerializer(_serialize_time, return_type=str, when_used="json"),
+    PlainValidator(parse_time),
+    PlainSerializer(serialize_time, return_type=str, when_used="json"),
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
 """A metav1.Time: an aware datetime in Python, its original text in JSON."""

@@ -11,7 +11,6 @@ import re
 from fractions import Fraction
 from typing import Annotated, Any
 
-from pydantic import PlainValidator, WithJsonSchema
 
 __all__ = ["Duration", "duration_seconds", "validate_duration"]
 
@@ -63,5 +62,13 @@ def validate_duration(v: Any) -> str:
     return v
 
 
-Duration = Annotated[str, PlainValidator(validate_duration), WithJsonSchema({"type": "string"})]
-"""A Go duration string ("90s", "1h30m"); use `duration_seconds` for its value."""
+def __getattr__(name: str) -> Any:
+    """`Duration`, the pydantic field type (a Go duration string, "90s", "1h30m"; use
+    `duration_seconds` for its value), built on first use: the parser serves the lean load path
+    too, which must not import pydantic (issue 9)."""
+    if name == "Duration":
+        from pydantic import PlainValidator, WithJsonSchema
+
+        globals()[name] = value = Annotated[str, PlainValidator(validate_duration), WithJsonSchema({"type": "string"})]
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar, Optional
 from pydantic import Field, StringConstraints
 
 from .base import Bool, Int, KubeModel, NullList, Str, StrMap, Time, new_dict, new_list
+from .identity import ObjectIdentity
 
 __all__ = ["OwnerReference", "ObjectMeta", "KubeObject"]
 
@@ -42,32 +43,6 @@ class ObjectMeta(KubeModel):
     finalizers: Annotated[list[Str], NullList] = Field(default_factory=new_list)
     resource_version: Optional[Str] = None
     generation: Optional[Int] = None
-
-
-class ObjectIdentity:
-    """Names of an object with `metadata` (name, namespace), shared by the pydantic objects and
-    the lean pod views (kai_cp/podview.py)."""
-
-    __slots__ = ()
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def namespace(self) -> Optional[str]:
-        return self.metadata.namespace
-
-    @property
-    def key(self) -> str:
-        """`namespace/name` for namespaced objects, `name` otherwise."""
-        ns = self.metadata.namespace
-        return f"{ns}/{self.metadata.name}" if ns else self.metadata.name
-
-    @property
-    def ref(self) -> str:
-        """`Kind/namespace/name` or `Kind/name`, the form used in warnings."""
-        return f"{self.KIND or self.kind or type(self).__name__}/{self.key}"
 
 
 class KubeObject(KubeModel, ObjectIdentity):

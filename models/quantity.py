@@ -18,9 +18,7 @@ import re
 from decimal import Context, Decimal, Inexact, Rounded
 from fractions import Fraction
 from functools import lru_cache
-from typing import Annotated, Any, Union
-
-from pydantic import PlainValidator, WithJsonSchema
+from typing import Any, Union
 
 from .cache import remember
 
@@ -171,12 +169,22 @@ def _check_text(text: str) -> str:
     return text
 
 
-Quantity = Annotated[
-    str,
-    PlainValidator(validate_quantity),
-    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "number"}]}),
-]
-"""A resource quantity ("500m", "1Gi", "2"): a str after validation."""
+def __getattr__(name: str) -> Any:
+    """`Quantity`, the pydantic field type ("500m", "1Gi", "2": a str after validation), built
+    on first use: the parsing functions here serve the lean load path too, which must not import
+    pydantic (issue 9)."""
+    if name == "Quantity":
+        from typing import Annotated
+
+        from pydantic import PlainValidator, WithJsonSchema
+
+        globals()[name] = value = Annotated[
+            str,
+            PlainValidator(validate_quantity),
+            WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "number"}]}),
+        ]
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _fraction(q: QuantityLike) -> Fraction:

@@ -1,8 +1,8 @@
 """The snapshot document (interfaces.md section 1, kai-semantics.md 9.2).
 
 Kinds the scheduler does not model yet (storage, DRA) stay plain dicts so they survive a
-round trip untouched. `RAW_OBJECT_KINDS` maps each rawObjects key to the kind name used
-in warnings and to its model (None = kept as dict); the loader is driven by it.
+round trip untouched. `RAW_OBJECT_KINDS` (models/kinds.py) maps each rawObjects key to the
+kind name used in warnings and to its model (None = kept as dict); the loader is driven by it.
 """
 
 from __future__ import annotations
@@ -14,45 +14,10 @@ from pydantic import Field
 from .base import AnyDict, KubeModel, NullList, NullModel, new_list
 from .core import ConfigMap, Node, Pod, PriorityClass
 from .kai import BindRequest, PodGroup, Queue, Topology
-from .meta import KubeObject
+from .kinds import RAW_OBJECT_KINDS, RawKindInfo
 
 __all__ = ["RawObjects", "Snapshot", "RAW_OBJECT_KINDS", "RawKindInfo"]
 
-
-class RawKindInfo:
-    """How one rawObjects list is read: JSON key, kind name, model, namespaced or not."""
-
-    __slots__ = ("key", "kind", "model", "namespaced")
-
-    def __init__(
-        self, key: str, kind: str, model: Optional[type[KubeObject]], namespaced: bool
-    ) -> None:
-        self.key = key
-        self.kind = kind
-        self.model = model
-        self.namespaced = namespaced
-
-    def __repr__(self) -> str:
-        return f"RawKindInfo({self.key!r}, {self.kind!r})"
-
-
-RAW_OBJECT_KINDS: tuple[RawKindInfo, ...] = (
-    RawKindInfo("pods", "Pod", Pod, True),
-    RawKindInfo("nodes", "Node", Node, False),
-    RawKindInfo("queues", "Queue", Queue, False),
-    RawKindInfo("podGroups", "PodGroup", PodGroup, True),
-    RawKindInfo("bindRequests", "BindRequest", BindRequest, True),
-    RawKindInfo("priorityClasses", "PriorityClass", PriorityClass, False),
-    RawKindInfo("configMaps", "ConfigMap", ConfigMap, True),
-    RawKindInfo("persistentVolumeClaims", "PersistentVolumeClaim", None, True),
-    RawKindInfo("csiStorageCapacities", "CSIStorageCapacity", None, True),
-    RawKindInfo("storageClasses", "StorageClass", None, False),
-    RawKindInfo("csiDrivers", "CSIDriver", None, False),
-    RawKindInfo("resourceClaims", "ResourceClaim", None, True),
-    RawKindInfo("resourceSlices", "ResourceSlice", None, False),
-    RawKindInfo("deviceClasses", "DeviceClass", None, False),
-    RawKindInfo("topologies", "Topology", Topology, False),
-)
 
 _DictList = Annotated[list[AnyDict], NullList]
 

@@ -462,13 +462,13 @@ def test_invalid_times_rejected_every_time(bad):
 
 
 def test_time_cache_is_bounded(monkeypatch):
-    from models import base
+    from models import times
 
-    monkeypatch.setattr(base, "_TIME_CACHE_MAX", 2)
-    base._TIME_CACHE.clear()
+    monkeypatch.setattr(times, "_TIME_CACHE_MAX", 2)
+    times._TIME_CACHE.clear()
     for second in range(10):
         _validate(Pod, {"metadata": {"name": "a", "creationTimestamp": f"2025-06-01T16:38:{second:02d}Z"}})
-    assert len(base._TIME_CACHE) <= 2
+    assert len(times._TIME_CACHE) <= 2
 
 
 # ------------------------------------------------------------------------------ durations

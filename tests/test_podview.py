@@ -9,7 +9,6 @@ import copy
 import json
 import subprocess
 import sys
-import typing
 from pathlib import Path
 
 import msgspec
@@ -24,7 +23,7 @@ import snapshot_builder as sb  # noqa: E402
 from kai_cp import cli  # noqa: E402
 from kai_cp.loader import dump_snapshot, load_snapshot  # noqa: E402
 from kai_cp.podview import PodView  # noqa: E402
-from kai_cp.state import build_cluster_state  # noqa: E402
+from view_checks import BAD, assert_same_load, assert_same_typed, inner_class, load_both, put  # noqa: E402
 from models import Pod  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,60 +31,6 @@ EXAMPLES = sorted((REPO / "examples").glob("*.zip"))
 
 
 # ----------------------------------------------------------------------------------- helpers
-
-
-def _load_both(path: Path):
-    return load_snapshot(path), load_snapshot(path, pod_views=True)
-
-
-def assert_same_typed(model, view, path: str = "pod") -> None:
-    """Every typed field of the pydantic model reads the same (value and type) on the view."""
-    if isinstance(model, BaseModel):
-        for name in type(model).model_fields:
-            assert_same_typed(getattr(model, name), getattr(view, name), f"{path}.{name}")
-    elif isinstance(model, list):
-        assert isinstance(view, list) and len(view) == len(model), path
-        for i, (m, v) in enumerate(zip(model, view)):
-            assert_same_typed(m, v, f"{path}[{i}]")
-    elif isinstance(model, dict):
-        assert isinstance(view, dict) and list(view) == list(model), path
-        for k in model:
-            assert_same_typed(model[k], view[k], f"{path}[{k}]")
-    else:
-        assert type(view) is type(model) and view == model, (path, model, view)
-
-
-def state_summary(loaded) -> tuple:
-    """What a cycle decides from, in comparable form."""
-    s = build_cluster_state(loaded)
-    tasks = [(t.uid, t.name, t.namespace, t.job, t.podset, t.status, t.node, repr(t.request), t.order_key,
-              t.predicate_key, t.gpu_groups, t.nominated_node, t.scheduler_name, t.utility) for t in s.tasks]
-    jobs = {k: (j.problems, j.notes, j.priority, j.queue, repr(j.scope)) for k, j in s.jobs.items()}
-    queues = {k: (dict(q.allocated), dict(q.request), dict(q.fair_share)) for k, q in s.queues.items()}
-    return (tasks, jobs, queues, s.warnings, dict(s.total), s.orphan_groups, sorted(s.legacy_mig_nodes),
-            sorted((repr(k), v) for k, v in s.workload.items()), [repr(n) for n in s.nodes])
-
-
-def assert_same_load(path: Path) -> None:
-    models, views = _load_both(path)
-    assert views.warnings == models.warnings
-    assert views.raw_invalid == models.raw_invalid
-    m_pods, v_pods = models.snapshot.raw_objects.pods, views.snapshot.raw_objects.pods
-    assert len(v_pods) == len(m_pods)
-    for m, v in zip(m_pods, v_pods):
-        assert_same_typed(m, v)
-    assert state_summary(views) == state_summary(models)
-
-
-def _inner_class(tp, base: type):
-    """The first subclass of `base` inside a type annotation (Optional, list, Annotated, ...)."""
-    if isinstance(tp, type) and issubclass(tp, base):
-        return tp
-    for arg in typing.get_args(tp):
-        found = _inner_class(arg, base)
-        if found is not None:
-            return found
-    return None
 
 
 # ----------------------------------------------------------------------------------- the types
@@ -101,9 +46,9 @@ def test_views_type_every_field_of_the_pod_model_under_its_json_name():
         for name, info in model.model_fields.items():
             assert name in fields, f"{view.__name__} lacks {name}"
             assert fields[name].encode_name == (info.alias or name), (view.__name__, name)
-            sub = _inner_class(info.annotation, BaseModel)
+            sub = inner_class(info.annotation, BaseModel)
             if sub is not None:
-                sub_view = _inner_class(fields[name].type, msgspec.Struct)
+                sub_view = inner_class(fields[name].type, msgspec.Struct)
                 assert sub_view is not None, (view.__name__, name)
                 pending.append((sub, sub_view))
 
@@ -114,12 +59,10 @@ def test_views_type_every_field_of_the_pod_model_under_its_json_name():
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_examples_load_the_same(path):
     assert_same_load(path)
-    _, views = _load_both(path)
+    _, views = load_both(path)
     assert all(isinstance(p, PodView) for p in views.snapshot.raw_objects.pods)
 
 
-_BAD = ["", "x", 2, 1.5, -3, True, None, [], {}, ["a"], {"a": "b"}, {"a": 1}, "12Gx", "1e999", "100m",
-        "2025-01-01T00:00:00Z", "2025-13-01T00:00:00Z", "yesterday", 2**70]
 # Where a draw may put one of the values above (a path into the pod; ints index lists).
 _SPOTS = [
     ("kind",), ("apiVersion",), ("metadata",), ("metadata", "name"), ("metadata", "namespace"),
@@ -151,20 +94,6 @@ _AFFINITY = {
 }
 
 
-def _put(obj, spot: tuple, value) -> None:
-    for part in spot[:-1]:
-        if isinstance(part, int):
-            if not isinstance(obj, list) or len(obj) <= part:
-                return
-            obj = obj[part]
-        else:
-            if not isinstance(obj, dict):
-                return
-            obj = obj.setdefault(part, {})
-    if isinstance(obj, dict) and not isinstance(spot[-1], int):
-        obj[spot[-1]] = value
-
-
 @st.composite
 def pod_lists(draw) -> list:
     """Valid pods of every shape the scheduler reads, some broken at one or two places, some
@@ -188,7 +117,7 @@ def pod_lists(draw) -> list:
             p["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080, "hostIP": "1.2.3.4"}]
             p["spec"]["volumes"] = [{"name": "v", "emptyDir": {}}]
         for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):
-            _put(p, draw(st.sampled_from(_SPOTS)), copy.deepcopy(draw(st.sampled_from(_BAD))))
+            put(p, draw(st.sampled_from(_SPOTS)), copy.deepcopy(draw(st.sampled_from(BAD))))
         pods.append(p)
         if draw(st.integers(0, 9)) == 0:
             pods.append(draw(st.sampled_from([None, 3, "pod", []])))
@@ -221,7 +150,7 @@ def test_a_bad_pod_is_reported_as_before_and_the_others_are_scheduled(tmp_path):
     pods[1]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "12Gx"     # not a quantity
     path = sb.write(tmp_path / "snap.json", sb.snapshot(
         nodes=[sb.node("n0")], podgroups=[sb.podgroup("a"), sb.podgroup("b", min_member=1)], pods=pods))
-    models, views = _load_both(path)
+    models, views = load_both(path)
     assert views.warnings == models.warnings
     assert [(w.object, w.field) for w in views.warnings] == [("Pod/default/b-0", "spec.containers[0].resources.requests.cpu")]
     assert "12Gx" in views.warnings[0].reason
@@ -239,7 +168,7 @@ def test_duplicates_and_other_kinds_are_reported_as_before(tmp_path):
     pods = [sb.pod("a-0", "a"), sb.pod("a-0", "a", cpu="2"), {**sb.pod("c", "a"), "kind": "Node"}, sb.pod("a-1", "a")]
     assert_same_load(sb.write(tmp_path / "snap.json", sb.snapshot(
         nodes=[sb.node("n0")], podgroups=[sb.podgroup("a")], pods=pods)))
-    _, views = _load_both(tmp_path / "snap.json")
+    _, views = load_both(tmp_path / "snap.json")
     assert [w.field for w in views.warnings] == ["metadata.name", "kind"]
 
 
@@ -262,18 +191,18 @@ def test_documents_the_views_cannot_judge_load_as_before(tmp_path, edit):
         models = load_snapshot(path)
     except Exception as exc:     # a file-level error: the same one
         with pytest.raises(type(exc)) as got:
-            load_snapshot(path, pod_views=True)
+            load_snapshot(path, views=True)
         assert str(got.value) == str(exc)
         return
-    views = load_snapshot(path, pod_views=True)
+    views = load_snapshot(path, views=True)
     assert views.warnings == models.warnings and views.raw_invalid == models.raw_invalid
     for m, v in zip(models.snapshot.raw_objects.pods, views.snapshot.raw_objects.pods):
         assert_same_typed(m, v)
 
 
 def test_a_snapshot_with_views_is_not_written_back():
-    _, views = _load_both(EXAMPLES[0])
-    with pytest.raises(ValueError, match="pod views"):
+    _, views = load_both(EXAMPLES[0])
+    with pytest.raises(ValueError, match="views"):
         dump_snapshot(views.snapshot)
 
 

@@ -129,7 +129,8 @@ def grace_seconds(job: JobInfo, state: ClusterState, warnings: list[ObjectWarnin
     `globalDefaultStalenessGracePeriod`; negative means never evict. An invalid value adds to
     `warnings`."""
     spec = job.pod_group.spec if job.pod_group is not None else None
-    raw = (getattr(spec, "__pydantic_extra__", None) or {}).get("stalenessGracePeriod") if spec is not None else None
+    # an extra of the model, a declared field of the view: both read by the JSON name
+    raw = getattr(spec, "stalenessGracePeriod", None) if spec is not None else None
     if raw is None:
         return state.config.stale_grace_period_seconds
     try:
