@@ -419,17 +419,11 @@ def test_cpsat_nominated_jobs_do_not_crowd_each_other_out() -> None:
     assert loop_errors(doc, "cp-sat")[0] == []
 
 
-CPSAT_RECLAIM_AGAINST_KAI = (
-    "a four-cycle loop: the model lets q01's run1 reclaim run3 from dept1 while q01's parent dept0 goes past "
-    "its fair share (13 + 4 of 16 GPUs against dept1's 14 of 12), which KAI's gate 3 refuses (3.7.3: the "
-    "reclaimer's ancestors are checked too, the model checks only the leaf); run1 is then reclaimed back, "
-    "and so on (tests/fixtures/evictions/cpsat_reclaims_against_kai_every_four_cycles.json, found by the "
-    "generated loop test). Capping every ancestor at its fair share fixes it but is stricter than KAI "
-    "(which allows a level above its share to reclaim from a more saturated sibling) and breaks greedy's "
-    "hint on 8 other cases: gate 3 needs modelling with the siblings' saturation")
-
-
-@pytest.mark.xfail(strict=True, reason=CPSAT_RECLAIM_AGAINST_KAI)
 def test_cpsat_and_kai_do_not_reclaim_against_each_other() -> None:
+    """Found by the generated loop test: the model let q01's run1 reclaim run3 from dept1 while
+    q01's parent dept0 went past its fair share (13 + 4 of 16 GPUs against dept1's 14 of 12), which
+    KAI's gate 3 refuses (3.7.3 checks every level of the reclaimer's path, the model checked only
+    the leaf); run1 was reclaimed back, every four cycles. The model now checks gate 3 at every
+    level above the leaf (kai_cp/model/evictions.py `_gate3_above_leaf`)."""
     doc = json.loads((FIXTURES / "cpsat_reclaims_against_kai_every_four_cycles.json").read_text())
     assert loop_errors(doc, "cp-sat", n_cycles=2 * CYCLES)[0] == []

@@ -205,3 +205,42 @@ def test_quota_reclaim_only_for_a_reclaimer_within_its_quota(engine: str) -> Non
         assert bool(ev) == reclaims, (quota, ev)
         assert all(v == ("reclaim", "wants") for v in ev.values())
         assert violations(res.state, res.session) == []
+
+
+def department_reclaim_cluster(c_running: int) -> dict:
+    """Two departments on two full 8-GPU nodes. dept0 (weight 1): `c` runs `c_running` GPUs,
+    `a` (fair share 2) waits with a 2-GPU job. dept1 (weight 3): `b` runs the rest as preemptible
+    2-GPU and 1-GPU jobs and wants more. With c_running 5, dept0's fair share is 6 GPUs and
+    dept1's 10; with 4, the same."""
+    c = Cluster().queue("dept0", gpu=(4, -1, 1)).queue("dept1", gpu=(4, -1, 3))
+    c.queue("a", "dept0", gpu=(2, -1, 1)).queue("c", "dept0", gpu=(2, -1, 1)).queue("b", "dept1", gpu=(4, -1, 1))
+    c.node("n0", gpus=8).node("n1", gpus=8)
+    c.job("c-run", "c", pods=c_running, min_member=c_running, running_on=["n0"] * c_running,
+          preemptibility="non-preemptible")
+    room = 8 - c_running
+    for i in range(room % 2):
+        c.job(f"b-one{i}", "b", running_on=["n0"], preemptibility="preemptible")
+    for i in range(room // 2):
+        c.job(f"b-n0-{i}", "b", gpus=2, running_on=["n0"], preemptibility="preemptible")
+    for i in range(4):
+        c.job(f"b-{i}", "b", gpus=2, running_on=["n1"], preemptibility="preemptible")
+    c.job("b-more", "b", gpus=2)
+    c.job("wants", "a", gpus=2)
+    return c.doc()
+
+
+@pytest.mark.parametrize("engine", ["cp-sat", "greedy"])
+@pytest.mark.parametrize("c_running,reclaims", [(5, False), (4, True)])
+def test_reclaim_only_while_the_reclaimers_department_stays_poorer(engine: str, c_running: int, reclaims: bool) -> None:
+    """Gate 3 (3.7.3) at every level of the reclaimer's path: `a` stays within its own fair share
+    either way. With c running 5 GPUs dept0 would end at 7 of 6 (saturation 1.17) while dept1
+    drops to 9 of 10 (0.9): no reclaim. With 4, dept0 ends at its share (6 of 6): reclaim. (The
+    model checked gate 3 only at the leaf until a loop showed it:
+    test_eviction_loops.py::test_cpsat_and_kai_do_not_reclaim_against_each_other.)"""
+    res = cycle(department_reclaim_cluster(c_running), engine)
+    out = res.to_json()
+    assert (out["fairShare"]["dept0"]["gpu"], out["fairShare"]["dept1"]["gpu"], out["fairShare"]["a"]["gpu"]) == (6, 10, 2)
+    assert bool(evicted(out)) == reclaims
+    assert all(v == ("reclaim", "wants") for v in evicted(out).values())
+    admitted = {p["pod"] for p in out["binds"] + out["pipelined"]}
+    assert ("default/wants-0" in admitted) == reclaims

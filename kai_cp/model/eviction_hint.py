@@ -70,6 +70,7 @@ def improve_hint(ctx: ModelContext) -> int:
     spread = _Spread(frees, follows, val, surplus)
     unit_of_var = {var.index: u for u, plan in units for _, var, _ in plan}
     rows = _Rows(ctx.extensions.get("hint-rows", []), val)
+    gate3 = ctx.extensions.get("gate3-checks")
     for n in on_node:
         on_node[n].sort(key=lambda e: (e[0].cost, -e[0].priority))
     allow_used = [sum(c * val_by_index(ctx, i) for i, c in terms.items()) for terms, _ in em.allowances]
@@ -103,6 +104,8 @@ def improve_hint(ctx: ModelContext) -> int:
         xs, ev, trial_avail, trial_allow = plan
         changes = [(ctx.x[i].index, k) for i, k in xs.items()] + [(var.index, k) for (var, _, _), k in ev.items()]
         changes += [(w.index, _ub(w) - val(w)) for (var, _, _), _ in ev.items() for w in spread.follows.get(var.index, ())]
+        if gate3 is not None and not gate3.fits(changes):
+            continue
         if not rows.fits(changes):
             continue
         growing.add(name)

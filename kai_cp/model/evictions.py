@@ -638,6 +638,7 @@ class Evictions:
             m.add(cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx], [centi[i] for i in idx])
                   <= fair - have).only_enforce_if(rv)
             caps[r] = fair - have
+        self._gate3_above_leaf(ctx, state, r_of, by_queue_pairs, gpu_terms, centi, alloc)
         only_preemptors_use_freed(ctx, unit_vars, r_of, pair_job)
         ev_of = ctx.extensions.get("eviction-node", {})
         self._hint_reclaim(ctx, z, r_of)
@@ -713,6 +714,79 @@ class Evictions:
             m.add(placed <= room).only_enforce_if([route, r_of[r]])
         return route
 
+    def _gate3_above_leaf(self, ctx: ModelContext, state: ClusterState, r_of: dict, by_queue_pairs: dict,
+                          gpu_terms: dict, centi, alloc: dict) -> None:
+        """Gate 3 at the reclaimer's ancestors (3.7.3): at each level above a reclaiming leaf
+        (the leaf itself ends within its fair share, rows above), the level ends within its fair
+        share or strictly poorer (saturation x multiplier) than each sibling it takes victims
+        from, in GPUs. Without it a queue reclaimed from a department while its own department
+        went past its share, and KAI reclaimed it back, every four cycles (tests/fixtures/
+        evictions/cpsat_reclaims_against_kai_every_four_cycles.json).
+
+        Levels count their final allocation: the snapshot's, plus this cycle's placements, less
+        the reclaimed pods (KAI checks each reclaim in turn, on the allocation so far)."""
+        m = ctx.model
+        mult = state.config.reclaimer_saturation_multiplier
+        cache: dict[str, tuple] = {}
+        checks = Gate3Checks(ctx)
+
+        def level_after(name: str) -> tuple:
+            """(snapshot's GPUs x 100, placed terms, reclaimed terms) of a queue's subtree."""
+            if name not in cache:
+                sub = sorted(self._subtree(state, name))
+                placed = [(ctx.x[i], int(centi[i])) for q in sub for i in by_queue_pairs.get(q, ())]
+                taken = [(v, c) for q in sub for v, c, _ in gpu_terms.get(q, ())]
+                cache[name] = (int(alloc[name]["gpu"] * 100), placed, taken)
+            return cache[name]
+
+        def expr(have: int, placed: list, taken: list):
+            return have + cp_model.LinearExpr.weighted_sum([v for v, _ in placed] + [v for v, _ in taken],
+                                                           [c for _, c in placed] + [-c for _, c in taken])
+
+        def hinted(have: int, placed: list, taken: list) -> int:
+            return have + _hinted(ctx, placed) - _hinted(ctx, taken)
+
+        for r in sorted(r_of):
+            rv = r_of[r]
+            for level in state.queue_path(r)[1:]:
+                fs_mine = level.fair_share["gpu"]
+                if fs_mine < 0:                        # unlimited: saturation 0, never above
+                    continue
+                siblings = []
+                for s in state.queues.values():
+                    if s.parent != level.parent or s.name == level.name or not s.fair_share["gpu"] > 0:
+                        continue
+                    sub = self._subtree(state, s.name)
+                    mine_victims = [(v, c) for q in sorted(sub) for v, c, u in gpu_terms.get(q, ()) if r in u.reclaimers]
+                    if mine_victims:
+                        siblings.append((s, mine_victims))
+                if not siblings:
+                    continue
+                have, placed, taken = level_after(level.name)
+                mine = expr(have, placed, taken)
+                within = m.new_bool_var("")
+                m.add(mine <= math.floor(fs_mine * 100)).only_enforce_if(within)
+                ctx.derive_hint(lambda w=within, t=(have, placed, taken), f=fs_mine: ctx.hint(
+                    w, 1 if hinted(*t) <= math.floor(f * 100) else 0))
+                for s, victims in siblings:
+                    lost = m.new_bool_var("")
+                    for v, _ in victims:
+                        m.add(v <= _ub(v) * lost)
+                    ctx.derive_hint(lambda lost=lost, victims=victims: ctx.hint(
+                        lost, 1 if any(ctx.hinted(v) for v, _ in victims) else 0))
+                    t_have, t_placed, t_taken = level_after(s.name)
+                    theirs = expr(t_have, t_placed, t_taken)
+                    # mine / fs_mine x mult < theirs / fs_theirs, in integers
+                    k_mine = mult * s.fair_share["gpu"]
+                    k_theirs = fs_mine
+                    d = math.lcm(k_mine.denominator, k_theirs.denominator)
+                    a, b = int(k_mine * d), int(k_theirs * d)
+                    m.add(a * mine <= b * theirs - 1).only_enforce_if([rv, lost, within.Not()])
+                    checks.add(Gate3Check(have, placed + [(v, -c) for v, c in taken], math.floor(fs_mine * 100),
+                                          t_have, t_placed + [(v, -c) for v, c in t_taken], [v for v, _ in victims],
+                                          a, b))
+        ctx.extensions["gate3-checks"] = checks
+
     @staticmethod
     def _subtree(state: ClusterState, name: str) -> frozenset:
         out, stack = set(), [name]
@@ -730,6 +804,61 @@ class Evictions:
             ctx.hint(var, 1 if key in took else 0)
         for r, var in r_of.items():
             ctx.hint(var, 1 if any(k[0] == r and k in took for k in z) else 0)
+
+
+@dataclass
+class Gate3Check:
+    """One of gate 3's rows above the leaf, for the constructive hint (eviction_hint.py), which
+    raises hint values and must keep them a solution: taken with the reclaimer's indicator set
+    (the safe side), the level ends within `fair` or `a x mine <= b x theirs - 1` while any of
+    `victims` is evicted."""
+    have: int
+    mine: list                    # (variable, GPUs x 100), reclaimed pods negative
+    fair: int
+    theirs_have: int
+    theirs: list
+    victims: list
+    a: int
+    b: int
+
+
+class Gate3Checks:
+    """Gate 3's rows above the leaf, checked on the hint as it would be after some changes."""
+
+    def __init__(self, ctx: ModelContext):
+        self.ctx = ctx
+        self.rows: list[Gate3Check] = []
+        self.of: dict[int, list[int]] = {}          # variable index -> rows it appears in
+
+    def add(self, row: Gate3Check) -> None:
+        r = len(self.rows)
+        self.rows.append(row)
+        for v in dict.fromkeys(v.index for v, _ in row.mine + row.theirs):
+            self.of.setdefault(v, []).append(r)
+        for v in row.victims:
+            self.of.setdefault(v.index, []).append(r)
+
+    def fits(self, changes: list[tuple[int, int]]) -> bool:
+        """Whether the hint with each variable (index) raised by its amount keeps every row."""
+        delta: dict[int, int] = {}
+        for index, by in changes:
+            delta[index] = delta.get(index, 0) + by
+        touched = {r for index in delta for r in self.of.get(index, ())}
+        if not touched:
+            return True
+        hinted = self.ctx.hinted
+
+        def value(terms: list) -> int:
+            return sum(c * (hinted(v) + delta.get(v.index, 0)) for v, c in terms)
+
+        for r in sorted(touched):
+            row = self.rows[r]
+            mine = row.have + value(row.mine)
+            if mine <= row.fair or not any(hinted(v) + delta.get(v.index, 0) for v in row.victims):
+                continue
+            if row.a * mine > row.b * (row.theirs_have + value(row.theirs)) - 1:
+                return False
+        return True
 
 
 def _hint_inside(ctx: ModelContext, y, w, v, ys: list) -> None:
