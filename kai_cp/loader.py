@@ -276,9 +276,10 @@ def _plain_json(data: Any) -> Any:
 
 def _decode_with_views_json(payload: bytes) -> Optional[dict[str, Any]]:
     """The document as `_parse_json` gives it, except that the rawObjects lists of the kinds
-    with views (pods, kai_cp/objectviews.VIEW_TYPES) stay JSON (`_ViewsJSON`). None where the document is not of the usual form (not
-    JSON msgspec reads, unknown top-level keys, rawObjects not an object): the caller then
-    parses it the ordinary way, which gives the same document or the same error.
+    with views (kai_cp/objectviews.VIEW_TYPES) stay JSON (`_ViewsJSON`). None where the document
+    is not of the usual form (not JSON msgspec reads, unknown top-level keys, rawObjects not an
+    object): the caller then parses it the ordinary way, which gives the same document or the
+    same error.
 
     Known difference: msgspec checks the syntax of the JSON it skips (pod fields no model
     reads), not the range of its numbers: a number beyond float range there is an error the
@@ -302,7 +303,7 @@ def _decode_with_views_json(payload: bytes) -> Optional[dict[str, Any]]:
         if key == "rawObjects" and value is not None:
             raw: dict[str, Any] = {}
             for kind, item in value.items():
-                # A list of a kind with views stays JSON; anything else is parsed (and checked as before).
+                # A list of a kind with views stays JSON; anything else is parsed (and checked).
                 is_list = bytes(memoryview(item)[:1]) == b"["
                 raw[kind] = _ViewsJSON(item) if kind in VIEW_TYPES and is_list else _plain_json(item)
             value = raw

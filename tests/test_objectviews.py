@@ -104,7 +104,8 @@ def _objects(pick) -> dict:
     queues = [sb.queue("q", priority=pick([None, 2])),
               sb.queue("q1", "q", gpu=sb.resources(2, 4, 1.5), display="one")]
     queues[1]["spec"]["preemptMinRuntime"] = pick(["10m", "1h30m"])
-    groups = [sb.podgroup("g0", "q1", 1, spec_extra={"topologyConstraint": {"topology": "t", "requiredTopologyLevel": zone}}),
+    constraint = {"topologyConstraint": {"topology": "t", "requiredTopologyLevel": zone}}
+    groups = [sb.podgroup("g0", "q1", 1, spec_extra=constraint),
               sb.podgroup("g1", "q1", 2, spec_extra={"stalenessGracePeriod": pick(["30s", "-1s"]),
                                                     "schedulingBackoff": pick([-1, 1])})]
     groups[1]["status"] = {"schedulingConditions": [{"type": "UnschedulableOnNodePool", "nodePool": "default",

@@ -757,9 +757,9 @@ class Evictions:
                     if s.parent != level.parent or s.name == level.name or not s.fair_share["gpu"] > 0:
                         continue
                     sub = self._subtree(state, s.name)
-                    mine_victims = [(v, c) for q in sorted(sub) for v, c, u in gpu_terms.get(q, ()) if r in u.reclaimers]
-                    if mine_victims:
-                        siblings.append((s, mine_victims))
+                    for_r = [(v, c) for q in sorted(sub) for v, c, u in gpu_terms.get(q, ()) if r in u.reclaimers]
+                    if for_r:
+                        siblings.append((s, for_r))
                 if not siblings:
                     continue
                 have, placed, taken = level_after(level.name)
