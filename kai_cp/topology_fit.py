@@ -42,18 +42,31 @@ class NodeSet:
         return self._mask
 
 
-def _domain_sums(dom: np.ndarray, valid: np.ndarray, values: np.ndarray, n_domains: int) -> np.ndarray:
-    """Per-domain sums of per-node values over valid nodes (bincount: sums stay far below 2**53)."""
-    idx = np.nonzero(valid)[0]
-    d = dom[idx]
+def _domain_sums(tree: TopologyTree, level: int, values: np.ndarray) -> np.ndarray:
+    """Per-domain sums of per-node values (zero on nodes outside the view), by one bincount over
+    every node in node order: each sum adds the same values in the same order as a sum over the
+    view's nodes alone, plus exact zeros, so it is the same float (and the rint the same integer).
+    The cells are the tree's, cached: no per-call index of the view's nodes."""
+    n = tree.count(level)
     if values.ndim == 1:
-        return np.rint(np.bincount(d, weights=values[idx], minlength=n_domains)).astype(np.int64)
+        return np.rint(np.bincount(_cells(tree, level, 0), weights=values, minlength=n + 1)[:n]).astype(np.int64)
     cols = values.shape[1]
-    # one bincount over (domain, column) cells: each cell adds the same values in the same
-    # node order as a per-column bincount, so the sums are identical, in one pass
-    cells = (d[:, None] * cols + np.arange(cols)).ravel()
-    sums = np.bincount(cells, weights=values[idx].ravel(), minlength=n_domains * cols)
-    return np.rint(sums).astype(np.int64).reshape(n_domains, cols)
+    # one bincount over (domain, column) cells: each cell adds the same values in the same node
+    # order as a per-column bincount, in one pass
+    sums = np.bincount(_cells(tree, level, cols), weights=values.ravel(), minlength=(n + 1) * cols)[:n * cols]
+    return np.rint(sums).astype(np.int64).reshape(n, cols)
+
+
+def _cells(tree: TopologyTree, level: int, cols: int) -> np.ndarray:
+    """Per node (and column, when cols > 0), its bincount cell at a level: domain * cols + column;
+    nodes outside the tree count in one spare domain after the last. Once per tree, level and width."""
+    cache = tree.__dict__.setdefault("_cells", {})
+    out = cache.get((level, cols))
+    if out is None:
+        dom = tree.domain_of(level)
+        dom = np.where(dom >= 0, dom, tree.count(level))
+        out = cache[(level, cols)] = dom if cols == 0 else (dom[:, None] * cols + np.arange(cols)).ravel()
+    return out
 
 
 def _homogeneous(vecs: np.ndarray) -> bool:
@@ -90,14 +103,15 @@ class DomainView:
         self.demand, self.n_tasks = demand, n_tasks
         self.need = demand > 0
         self.free = free
-        self.pods = allocatable_pods(free, max_pod, n_tasks) if max_pod is not None else None
+        # zero outside the view, as `free` is (a pod-slot-only scope counts every node)
+        self.pods = np.where(valid, allocatable_pods(free, max_pod, n_tasks), 0) if max_pod is not None else None
         self._sums: dict[int, np.ndarray] = {}
         self._pods: dict[int, np.ndarray] = {}
 
     def sums(self, level: int) -> np.ndarray:
         s = self._sums.get(level)
         if s is None:
-            s = self._sums[level] = _domain_sums(self.tree.domain_of(level), self.valid, self.free, self.tree.count(level))
+            s = self._sums[level] = _domain_sums(self.tree, level, self.free)
         return s
 
     def pod_counts(self, level: int) -> np.ndarray | None:
@@ -105,7 +119,7 @@ class DomainView:
             return None
         s = self._pods.get(level)
         if s is None:
-            s = self._pods[level] = _domain_sums(self.tree.domain_of(level), self.valid, self.pods, self.tree.count(level))
+            s = self._pods[level] = _domain_sums(self.tree, level, self.pods)
         return s
 
     def ratio(self, level: int) -> np.ndarray:
