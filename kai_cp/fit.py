@@ -223,17 +223,24 @@ class Fitter:
         has_short = short.any(axis=1)
         first = short.argmax(axis=1)
         counts: Counter = Counter()
-        for c, n in zip(*np.unique(first[has_short], return_counts=True)):
+        # bincount, not np.unique: the same counts in the same (ascending) order, without a sort
+        for c, n in _counted(first[has_short], len(t.resources)):
             name = t.resources[c]
             reason = ("node(s) pod number exceeded" if name == "pods"
                       else f"node(s) didn't have enough resources: {_RESOURCE_REASON.get(name, name)}")
-            counts[reason] += int(n)
+            counts[reason] += n
         codes, texts = self.state.predicates.reasons(task.predicate_key)
         rest = codes[idx][~has_short]
-        rest = rest[rest >= 0]
-        for c, n in zip(*np.unique(rest, return_counts=True)):
-            counts[texts[c]] += int(n)
+        for c, n in _counted(rest[rest >= 0], len(texts)):
+            counts[texts[c]] += n
         return counts
+
+
+def _counted(values: np.ndarray, size: int) -> list[tuple[int, int]]:
+    """(value, count) of the non-negative ints below `size`, ascending, counts > 0."""
+    counts = np.bincount(values, minlength=size)
+    present = np.flatnonzero(counts)
+    return list(zip(present.tolist(), counts[present].tolist()))
 
 
 def summarize(counts: Counter, header: str = NO_NODES_HEADER) -> str:

@@ -7,7 +7,7 @@ arrays; a scope is tried on each returned node set in turn by the allocator (5.2
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -42,18 +42,31 @@ class NodeSet:
         return self._mask
 
 
-def _domain_sums(dom: np.ndarray, valid: np.ndarray, values: np.ndarray, n_domains: int) -> np.ndarray:
-    """Per-domain sums of per-node values over valid nodes (bincount: sums stay far below 2**53)."""
-    idx = np.nonzero(valid)[0]
-    d = dom[idx]
+def _domain_sums(tree: TopologyTree, level: int, values: np.ndarray) -> np.ndarray:
+    """Per-domain sums of per-node values (zero on nodes outside the view), by one bincount over
+    every node in node order: each sum adds the same values in the same order as a sum over the
+    view's nodes alone, plus exact zeros, so it is the same float (and the rint the same integer).
+    The cells are the tree's, cached: no per-call index of the view's nodes."""
+    n = tree.count(level)
     if values.ndim == 1:
-        return np.rint(np.bincount(d, weights=values[idx], minlength=n_domains)).astype(np.int64)
+        return np.rint(np.bincount(_cells(tree, level, 0), weights=values, minlength=n + 1)[:n]).astype(np.int64)
     cols = values.shape[1]
-    # one bincount over (domain, column) cells: each cell adds the same values in the same
-    # node order as a per-column bincount, so the sums are identical, in one pass
-    cells = (d[:, None] * cols + np.arange(cols)).ravel()
-    sums = np.bincount(cells, weights=values[idx].ravel(), minlength=n_domains * cols)
-    return np.rint(sums).astype(np.int64).reshape(n_domains, cols)
+    # one bincount over (domain, column) cells: each cell adds the same values in the same node
+    # order as a per-column bincount, in one pass
+    sums = np.bincount(_cells(tree, level, cols), weights=values.ravel(), minlength=(n + 1) * cols)[:n * cols]
+    return np.rint(sums).astype(np.int64).reshape(n, cols)
+
+
+def _cells(tree: TopologyTree, level: int, cols: int) -> np.ndarray:
+    """Per node (and column, when cols > 0), its bincount cell at a level: domain * cols + column;
+    nodes outside the tree count in one spare domain after the last. Once per tree, level and width."""
+    cache = tree.__dict__.setdefault("_cells", {})
+    out = cache.get((level, cols))
+    if out is None:
+        dom = tree.domain_of(level)
+        dom = np.where(dom >= 0, dom, tree.count(level))
+        out = cache[(level, cols)] = dom if cols == 0 else (dom[:, None] * cols + np.arange(cols)).ravel()
+    return out
 
 
 def _homogeneous(vecs: np.ndarray) -> bool:
@@ -90,14 +103,15 @@ class DomainView:
         self.demand, self.n_tasks = demand, n_tasks
         self.need = demand > 0
         self.free = free
-        self.pods = allocatable_pods(free, max_pod, n_tasks) if max_pod is not None else None
+        # zero outside the view, as `free` is (a pod-slot-only scope counts every node)
+        self.pods = np.where(valid, allocatable_pods(free, max_pod, n_tasks), 0) if max_pod is not None else None
         self._sums: dict[int, np.ndarray] = {}
         self._pods: dict[int, np.ndarray] = {}
 
     def sums(self, level: int) -> np.ndarray:
         s = self._sums.get(level)
         if s is None:
-            s = self._sums[level] = _domain_sums(self.tree.domain_of(level), self.valid, self.free, self.tree.count(level))
+            s = self._sums[level] = _domain_sums(self.tree, level, self.free)
         return s
 
     def pod_counts(self, level: int) -> np.ndarray | None:
@@ -105,7 +119,7 @@ class DomainView:
             return None
         s = self._pods.get(level)
         if s is None:
-            s = self._pods[level] = _domain_sums(self.tree.domain_of(level), self.valid, self.pods, self.tree.count(level))
+            s = self._pods[level] = _domain_sums(self.tree, level, self.pods)
         return s
 
     def ratio(self, level: int) -> np.ndarray:
@@ -127,7 +141,7 @@ class DomainView:
 
 def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: Scope, tasks: list[TaskInfo],
                    mask: np.ndarray, first_choice: Callable[[TaskInfo, np.ndarray], int | None] | None = None
-                   ) -> tuple[list[NodeSet], str | None]:
+                   ) -> tuple[Iterable[NodeSet], str | None]:
     """KAI's `subset_nodes` (8.3): node sets to try in order, or ([], the reason none fits).
 
     A gang's own pod affinity keeps KAI's first-pod rule (seed 002): the domain of the node the
@@ -154,7 +168,7 @@ def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: S
         return [], _shortfall(view, c, start_level, np.array([start]), f"not enough resources in {where} to allocate the job")
     rank = _sorted_tree_ranks(view, tree, start_level, c.lowest)
     allowed = pinned_domains(job, scope, c, state.table.index, session.placements)
-    sets: list[NodeSet] = []
+    domains: list[tuple[int, np.ndarray]] = []       # per level, its fitting domains in order
     for level in range(c.lowest, c.highest - 1, -1):
         if level < start_level:
             break
@@ -164,16 +178,23 @@ def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: S
         if allowed is not None:
             ok &= np.isin(tree.ancestors(level, c.required), allowed)
         cands = np.nonzero(ok)[0]
-        dom = tree.domain_of(level)
-        for d in cands[np.argsort(rank[level][cands], kind="stable")].tolist():
-            sets.append(NodeSet(None, tree.domain_name(level, d), None, (valid, dom, d)))
-    if not sets:
+        if len(cands):
+            domains.append((level, cands[np.argsort(rank[level][cands], kind="stable")]))
+    if not domains:
         return [], _shortfall(view, c, c.highest, None, "no domain has enough free resources")
-    if c.preferred is not None:
-        scores = _preferred_scores(tree, c.preferred, start_level, start, rank[c.preferred])
-        for s in sets:
-            s.scores = scores
-    return sets, None
+    scores = None if c.preferred is None else _preferred_scores(tree, c.preferred, start_level, start, rank[c.preferred])
+    return _node_sets(tree, valid, domains, scores), None
+
+
+def _node_sets(tree: TopologyTree, valid: np.ndarray, domains: list[tuple[int, np.ndarray]],
+               scores: np.ndarray | None) -> Iterator[NodeSet]:
+    """The candidate sets one at a time: a scope may have ~200 fitting racks and the allocator
+    usually stops at the first (all of them were ~30,000 objects per 10,000-node allocation).
+    Each reads only the tree and the scope's valid nodes, fixed when the sets were decided."""
+    for level, ds in domains:
+        dom = tree.domain_of(level)
+        for d in ds.tolist():
+            yield NodeSet(None, tree.domain_name(level, d), scores, (valid, dom, d))
 
 
 def _start_domain(tree: TopologyTree, valid: np.ndarray, lowest: int) -> tuple[int, int]:

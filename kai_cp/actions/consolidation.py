@@ -75,14 +75,16 @@ class ConsolidationPolicy:
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
         key = len(self.session._log)
         if self._first is None or self._first[0] != key:
-            out = [v for vs in preemptible_running(self.session).values() for v in vs]
+            by_queue = preemptible_running(self.session)
+            out = [v for vs in by_queue.values() for v in vs]
             if self.max_jobs >= 0 and len(out) > self.max_jobs + 1:
                 # KAI accepts while counter <= max (quirk: max + 1 jobs), counting in Go map order,
                 # so which jobs it considers is random; kai-cp keeps the first max + 1 in victim
                 # order (3.8), the jobs KAI's search would try first had they all been accepted
                 # (one spare, for when the preemptor itself is among them).
-                vq = VictimQueue(self.session, out)
-                out = [vq.pop() for _ in range(min(len(out), self.max_jobs + 2))]
+                pops = min(len(out), self.max_jobs + 2)
+                vq = VictimQueue(self.session, by_queue, pops)
+                out = [vq.pop() for _ in range(pops)]
                 out = [v for v in out if v is not None]
             self._first = (key, out)
         out = [v for v in self._first[1] if v.job is not preemptor]
