@@ -11,22 +11,18 @@ import copy
 import json
 import subprocess
 import sys
-import typing
 from pathlib import Path
-from typing import Any
 
-import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import snapshot_builder as sb  # noqa: E402
 from kai_cp.objectviews import VIEW_TYPES  # noqa: E402
 from models import RAW_OBJECT_KINDS  # noqa: E402
-from view_checks import BAD, assert_same_load, assert_same_typed, inner_class, load_both, put  # noqa: E402
+from view_checks import BAD, assert_same_load, assert_same_typed, assert_view_types_the_model, load_both, put  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "cluster-snapshot.zip"
@@ -36,30 +32,7 @@ EXAMPLE = REPO / "examples" / "cluster-snapshot.zip"
 def test_views_type_every_field_of_the_model_under_its_json_name(key):
     """A field the model types but the view does not would let a view accept what the model
     refuses; a different JSON name would read another key."""
-    model = next(info.model for info in RAW_OBJECT_KINDS if info.key == key)
-    pending = [(model, VIEW_TYPES[key])]
-    while pending:
-        model, view = pending.pop()
-        fields = {f.name: f for f in msgspec.structs.fields(view)}
-        for name, info in model.model_fields.items():
-            assert name in fields, f"{view.__name__} lacks {name}"
-            assert fields[name].encode_name == (info.alias or name), (view.__name__, name)
-            assert (fields[name].required, info.is_required()) in ((True, True), (False, False)), (view.__name__, name)
-            if _is_any(fields[name].type):      # a view typing nothing accepts what the model refuses
-                assert _is_any(info.annotation), (view.__name__, name)
-            sub = inner_class(info.annotation, BaseModel)
-            if sub is not None:
-                sub_view = inner_class(fields[name].type, msgspec.Struct)
-                assert sub_view is not None, (view.__name__, name)
-                pending.append((sub, sub_view))
-
-
-def _is_any(tp) -> bool:
-    """Any, or Optional[Any] (Annotated metadata aside)."""
-    if tp is Any:
-        return True
-    args = [a for a in typing.get_args(tp) if a is not type(None)]
-    return typing.get_origin(tp) in (typing.Union, typing.Annotated) and bool(args) and _is_any(args[0])
+    assert_view_types_the_model(next(info.model for info in RAW_OBJECT_KINDS if info.key == key), VIEW_TYPES[key])
 
 
 def test_every_modelled_kind_has_a_view():

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import typing
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from pydantic import BaseModel
 
@@ -97,3 +100,31 @@ def put(obj, spot: tuple, value) -> None:
         obj[spot[-1]] = value
 
 
+def assert_view_types_the_model(model: type, view: type) -> None:
+    """A field the model types but the view does not would let a view accept what the model
+    refuses; a different JSON name would read another key; a view field that is optional where
+    the model's is required, or typed Any where the model's is not, accepts more. Nested models
+    are checked against the nested views."""
+    pending = [(model, view)]
+    while pending:
+        model, view = pending.pop()
+        fields = {f.name: f for f in msgspec.structs.fields(view)}
+        for name, info in model.model_fields.items():
+            assert name in fields, f"{view.__name__} lacks {name}"
+            assert fields[name].encode_name == (info.alias or name), (view.__name__, name)
+            assert fields[name].required == info.is_required(), (view.__name__, name)
+            if is_any(fields[name].type):
+                assert is_any(info.annotation), (view.__name__, name)
+            sub = inner_class(info.annotation, BaseModel)
+            if sub is not None:
+                sub_view = inner_class(fields[name].type, msgspec.Struct)
+                assert sub_view is not None, (view.__name__, name)
+                pending.append((sub, sub_view))
+
+
+def is_any(tp) -> bool:
+    """Any, or Optional[Any] (Annotated metadata aside)."""
+    if tp is Any:
+        return True
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    return typing.get_origin(tp) in (typing.Union, typing.Annotated) and bool(args) and is_any(args[0])
