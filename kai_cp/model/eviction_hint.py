@@ -108,6 +108,8 @@ def improve_hint(ctx: ModelContext) -> int:
             continue
         if not rows.fits(changes):
             continue
+        if gate3 is not None:
+            gate3.commit(changes)
         growing.add(name)
         losing.update(unit_of_var[var.index].tasks[0].job for (var, _, _) in ev)
         freed = {var.index: spread.everywhere(var) for (var, _, _) in ev}

@@ -727,24 +727,24 @@ class Evictions:
         the reclaimed pods (KAI checks each reclaim in turn, on the allocation so far)."""
         m = ctx.model
         mult = state.config.reclaimer_saturation_multiplier
-        cache: dict[str, tuple] = {}
         checks = Gate3Checks(ctx)
+        after: dict[str, tuple] = {}
+        within_of: dict[str, cp_model.IntVar] = {}
 
         def level_after(name: str) -> tuple:
-            """(snapshot's GPUs x 100, placed terms, reclaimed terms) of a queue's subtree."""
-            if name not in cache:
+            """A queue's final GPUs x 100 as (expression, snapshot's, terms): the snapshot's, plus
+            the placements in its subtree, less the pods reclaimed there. (An integer variable
+            per level made its rows short but, as hard equalities in the LP, slowed the search:
+            on kai-differential small-s2-full the solver no longer left greedy's hint.)"""
+            if name not in after:
                 sub = sorted(self._subtree(state, name))
-                placed = [(ctx.x[i], int(centi[i])) for q in sub for i in by_queue_pairs.get(q, ())]
-                taken = [(v, c) for q in sub for v, c, _ in gpu_terms.get(q, ())]
-                cache[name] = (int(alloc[name]["gpu"] * 100), placed, taken)
-            return cache[name]
-
-        def expr(have: int, placed: list, taken: list):
-            return have + cp_model.LinearExpr.weighted_sum([v for v, _ in placed] + [v for v, _ in taken],
-                                                           [c for _, c in placed] + [-c for _, c in taken])
-
-        def hinted(have: int, placed: list, taken: list) -> int:
-            return have + _hinted(ctx, placed) - _hinted(ctx, taken)
+                terms = [(ctx.x[i], int(centi[i])) for q in sub for i in by_queue_pairs.get(q, ())]
+                terms += [(v, -c) for q in sub for v, c, _ in gpu_terms.get(q, ())]
+                have = int(alloc[name]["gpu"] * 100)
+                expr = have + cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms])
+                after[name] = (expr, have, terms)
+                checks.level(name, have, terms)
+            return after[name]
 
         for r in sorted(r_of):
             rv = r_of[r]
@@ -757,34 +757,33 @@ class Evictions:
                     if s.parent != level.parent or s.name == level.name or not s.fair_share["gpu"] > 0:
                         continue
                     sub = self._subtree(state, s.name)
-                    for_r = [(v, c) for q in sorted(sub) for v, c, u in gpu_terms.get(q, ()) if r in u.reclaimers]
+                    for_r = [v for q in sorted(sub) for v, _, u in gpu_terms.get(q, ()) if r in u.reclaimers]
                     if for_r:
                         siblings.append((s, for_r))
                 if not siblings:
                     continue
-                have, placed, taken = level_after(level.name)
-                mine = expr(have, placed, taken)
-                within = m.new_bool_var("")
-                m.add(mine <= math.floor(fs_mine * 100)).only_enforce_if(within)
-                ctx.derive_hint(lambda w=within, t=(have, placed, taken), f=fs_mine: ctx.hint(
-                    w, 1 if hinted(*t) <= math.floor(f * 100) else 0))
+                mine, have, terms = level_after(level.name)
+                fair = math.floor(fs_mine * 100)
+                within = within_of.get(level.name)
+                if within is None:
+                    within = within_of[level.name] = m.new_bool_var("")
+                    m.add(mine <= fair).only_enforce_if(within)
+                    ctx.derive_hint(lambda w=within, have=have, terms=terms, f=fair: ctx.hint(
+                        w, 1 if have + _hinted(ctx, terms) <= f else 0))
                 for s, victims in siblings:
                     lost = m.new_bool_var("")
-                    for v, _ in victims:
+                    for v in victims:
                         m.add(v <= _ub(v) * lost)
                     ctx.derive_hint(lambda lost=lost, victims=victims: ctx.hint(
-                        lost, 1 if any(ctx.hinted(v) for v, _ in victims) else 0))
-                    t_have, t_placed, t_taken = level_after(s.name)
-                    theirs = expr(t_have, t_placed, t_taken)
+                        lost, 1 if any(ctx.hinted(v) for v in victims) else 0))
+                    theirs = level_after(s.name)[0]
                     # mine / fs_mine x mult < theirs / fs_theirs, in integers
                     k_mine = mult * s.fair_share["gpu"]
                     k_theirs = fs_mine
                     d = math.lcm(k_mine.denominator, k_theirs.denominator)
                     a, b = int(k_mine * d), int(k_theirs * d)
                     m.add(a * mine <= b * theirs - 1).only_enforce_if([rv, lost, within.Not()])
-                    checks.add(Gate3Check(have, placed + [(v, -c) for v, c in taken], math.floor(fs_mine * 100),
-                                          t_have, t_placed + [(v, -c) for v, c in t_taken], [v for v, _ in victims],
-                                          a, b))
+                    checks.add(Gate3Check(level.name, fair, s.name, victims, a, b))
         ctx.extensions["gate3-checks"] = checks
 
     @staticmethod
@@ -810,55 +809,74 @@ class Evictions:
 class Gate3Check:
     """One of gate 3's rows above the leaf, for the constructive hint (eviction_hint.py), which
     raises hint values and must keep them a solution: taken with the reclaimer's indicator set
-    (the safe side), the level ends within `fair` or `a x mine <= b x theirs - 1` while any of
-    `victims` is evicted."""
-    have: int
-    mine: list                    # (variable, GPUs x 100), reclaimed pods negative
+    (the safe side), level `mine` ends within `fair` or `a x mine <= b x theirs - 1` while any
+    of `victims` is evicted."""
+    mine: str
     fair: int
-    theirs_have: int
-    theirs: list
+    theirs: str
     victims: list
     a: int
     b: int
 
 
 class Gate3Checks:
-    """Gate 3's rows above the leaf, checked on the hint as it would be after some changes."""
+    """Gate 3's rows above the leaf, checked on the hint as it would be after some changes. The
+    levels' final allocations are kept as running totals of the hint (`commit`), so a check
+    reads only what the changes touch."""
 
     def __init__(self, ctx: ModelContext):
         self.ctx = ctx
         self.rows: list[Gate3Check] = []
-        self.of: dict[int, list[int]] = {}          # variable index -> rows it appears in
+        self.levels: dict[str, tuple[int, list]] = {}          # level -> (snapshot's, terms)
+        self.in_levels: dict[int, list[tuple[str, int]]] = {}   # variable index -> (level, coefficient)
+        self.by_level: dict[str, list[int]] = {}               # level -> rows reading it
+        self.by_victim: dict[int, list[int]] = {}              # victim variable index -> rows
+        self.totals: dict[str, int] | None = None
+
+    def level(self, name: str, have: int, terms: list) -> None:
+        self.levels[name] = (have, terms)
+        for v, c in terms:
+            self.in_levels.setdefault(v.index, []).append((name, c))
 
     def add(self, row: Gate3Check) -> None:
         r = len(self.rows)
         self.rows.append(row)
-        for v in dict.fromkeys(v.index for v, _ in row.mine + row.theirs):
-            self.of.setdefault(v, []).append(r)
+        for name in (row.mine, row.theirs):
+            self.by_level.setdefault(name, []).append(r)
         for v in row.victims:
-            self.of.setdefault(v.index, []).append(r)
+            self.by_victim.setdefault(v.index, []).append(r)
+
+    def _deltas(self, changes: list[tuple[int, int]]) -> tuple[dict[str, int], dict[int, int]]:
+        by_level: dict[str, int] = {}
+        by_var: dict[int, int] = {}
+        for index, by in changes:
+            by_var[index] = by_var.get(index, 0) + by
+            for name, c in self.in_levels.get(index, ()):
+                by_level[name] = by_level.get(name, 0) + c * by
+        return by_level, by_var
 
     def fits(self, changes: list[tuple[int, int]]) -> bool:
         """Whether the hint with each variable (index) raised by its amount keeps every row."""
-        delta: dict[int, int] = {}
-        for index, by in changes:
-            delta[index] = delta.get(index, 0) + by
-        touched = {r for index in delta for r in self.of.get(index, ())}
-        if not touched:
-            return True
+        if self.totals is None:      # the hint as the constructive pass starts from it
+            self.totals = {name: have + _hinted(self.ctx, terms) for name, (have, terms) in self.levels.items()}
+        by_level, by_var = self._deltas(changes)
+        touched = {r for name in by_level for r in self.by_level.get(name, ())}
+        touched |= {r for index in by_var for r in self.by_victim.get(index, ())}
         hinted = self.ctx.hinted
-
-        def value(terms: list) -> int:
-            return sum(c * (hinted(v) + delta.get(v.index, 0)) for v, c in terms)
-
         for r in sorted(touched):
             row = self.rows[r]
-            mine = row.have + value(row.mine)
-            if mine <= row.fair or not any(hinted(v) + delta.get(v.index, 0) for v in row.victims):
+            mine = self.totals[row.mine] + by_level.get(row.mine, 0)
+            if mine <= row.fair or not any(hinted(v) + by_var.get(v.index, 0) for v in row.victims):
                 continue
-            if row.a * mine > row.b * (row.theirs_have + value(row.theirs)) - 1:
+            if row.a * mine > row.b * (self.totals[row.theirs] + by_level.get(row.theirs, 0)) - 1:
                 return False
         return True
+
+    def commit(self, changes: list[tuple[int, int]]) -> None:
+        """The changes were made to the hint: the totals follow."""
+        if self.totals is not None:
+            for name, d in self._deltas(changes)[0].items():
+                self.totals[name] += d
 
 
 def _hint_inside(ctx: ModelContext, y, w, v, ys: list) -> None:
