@@ -42,7 +42,9 @@ def rows_fit(arr: np.ndarray, rows: np.ndarray | None, vec: np.ndarray) -> np.nd
     10,000 nodes copying whole rows out of the table was most of a fit check's time."""
     out = None
     for c in np.flatnonzero(vec > 0):
-        col = arr[:, c] if rows is None else arr[rows, c]
+        # a column first, then its rows: a 1-D gather, twice as fast as arr[rows, c] on the
+        # session's column-major arrays
+        col = arr[:, c] if rows is None else arr[:, c].take(rows)
         out = col >= vec[c] if out is None else np.logical_and(out, col >= vec[c], out=out)
     if out is None:
         return np.ones(arr.shape[0] if rows is None else len(rows), dtype=bool)
@@ -71,7 +73,7 @@ class Fitter:
         self.growing = growing
         self.nominated_bonus = True     # KAI's nominatednode score; off while kai-cp serves nominated jobs first
         t = state.table
-        self.alloc = t.allocatable
+        self.alloc = np.asfortranarray(t.allocatable)     # column-major like the session's arrays (rows_fit)
         self.gpu_capacity = np.array([n.gpu_count or n.capacity.get("gpu", 0) for n in state.nodes], dtype=np.int64)
         self.cpu_only_node = (t.allocatable[:, 2] == 0)
         self.max_alloc = t.allocatable.max(axis=0) if len(state.nodes) else np.zeros(len(t.resources), dtype=np.int64)
@@ -148,10 +150,10 @@ class Fitter:
         cfg = self.state.config
         needs_gpu = task.request.needs_gpu
         col = 2 if needs_gpu else 0
-        free_col = s.free[sub, col]
-        has = self.alloc[sub, col] > 0
+        free_col = s.free[:, col].take(sub)
+        has = self.alloc[:, col].take(sub) > 0
         if cfg.gpu_placement == "spread" if needs_gpu else cfg.cpu_placement == "spread":
-            cap = self.gpu_capacity[sub] if needs_gpu else self.alloc[sub, 0]
+            cap = self.gpu_capacity[sub] if needs_gpu else self.alloc[:, 0].take(sub)
             score = spread_scores(free_col, cap)
         else:
             # binpack: min/max over every node that has the resource (spec 5.4), not only the fitting ones
@@ -160,7 +162,7 @@ class Fitter:
                 every = every[allowed[every]]     # min/max over the node set offered (5.4)
             score = np.zeros(len(sub), dtype=np.float64)
             if len(every):
-                column = s.free[every, col]
+                column = s.free[:, col].take(every)
                 score = binpack_between(free_col, has, column.min(), column.max())
         score = score + 100.0 * fits_idle
         if not needs_gpu:
@@ -210,7 +212,7 @@ class Fitter:
         # quirk) is constant while the walk places CPU-only tasks: they never change shared GPUs.
         on_shared = (self.on_shared_gpu(sub) if not needs_gpu and self.sharing_order
                      else np.zeros(len(sub), dtype=bool))
-        order = np.lexsort((sub, s.free[sub, col], ~cpu_only, ~fits_idle, ~on_shared))
+        order = np.lexsort((sub, s.free[:, col].take(sub), ~cpu_only, ~fits_idle, ~on_shared))
         return NodeWalker(self.session, sub[order], fits_idle[order], vec, task.request.best_effort)
 
     def failure_reasons(self, task: TaskInfo, allowed: np.ndarray | None = None) -> Counter:

@@ -94,7 +94,10 @@ class Session:
     @classmethod
     def open(cls, state: ClusterState) -> "Session":
         t = state.table
-        idle, releasing = t.idle.copy(), t.releasing.copy()
+        # Column-major: fit checks gather a few resource columns over thousands of nodes (a
+        # contiguous column gathers twice as fast), a placement writes one row; ints, so the
+        # layout changes no value.
+        idle, releasing = t.idle.copy(order="F"), t.releasing.copy(order="F")
         return cls(state=state, idle=idle, releasing=releasing,
                    allocated={q: _exact(v.allocated) for q, v in state.queues.items()},
                    allocated_np={q: _exact(v.allocated_np) for q, v in state.queues.items()}, free=idle + releasing,

@@ -161,7 +161,11 @@ def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: S
             return [], f"no node with label {tree.levels[0]} can take the first pod"
         return [NodeSet(valid & (dom == dom[node]), tree.domain_name(0, int(dom[node])), None)], None
     demand, max_pod = scope_demand(state, tasks)
-    view = DomainView(tree, valid, np.where(valid[:, None], session.free, 0), demand, max_pod, len(tasks))
+    # row-major, whatever the session's layout: _domain_sums' bincount reads it in row order, and
+    # a column-major copy's ravel costs more per level than this copy once per view
+    free = np.zeros(session.free.shape, dtype=session.free.dtype)
+    np.copyto(free, session.free, where=valid[:, None])
+    view = DomainView(tree, valid, free, demand, max_pod, len(tasks))
     start_level, start = _start_domain(tree, valid, c.lowest)
     if not bool(view.fits(start_level)[start]):
         where = "the cluster" if start_level == ROOT else tree.domain_name(start_level, start)

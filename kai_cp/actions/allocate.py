@@ -8,7 +8,6 @@ placed, which the cycle uses to explain pending jobs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 import numpy as np
 
@@ -108,8 +107,8 @@ class Allocator:
     def _task_capacity_error(self, job: JobInfo, task: TaskInfo) -> str | None:
         """Per-task queue check (first predicate): GPU counted as one device's portion (quirk 15)."""
         r = task.request
-        gpu = Fraction(1) if r.gpus > 0 else (r.gpu_quota if r.kind != "GpuMemory" else largest_portion(r, self.state))
-        req = {"cpu": Fraction(r.cpu), "memory": Fraction(r.memory), "gpu": gpu}
+        gpu = 1 if r.gpus > 0 else (r.gpu_quota if r.kind != "GpuMemory" else largest_portion(r, self.state))
+        req = {"cpu": r.cpu, "memory": r.memory, "gpu": gpu}     # ints: exact, and no Fractions per task
         fail = capacity.check(job, req, self.state.queue_path(job.queue), self.session.allocated, self.session.allocated_np)
         if fail is None:
             return None

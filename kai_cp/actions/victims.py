@@ -85,24 +85,30 @@ def _snapshot_victims(state: ClusterState) -> dict[str, Victim]:
     cached = state.__dict__.get("_snapshot_victims")
     if cached is not None:
         return cached
-    index, task_order = state.table.index, attrgetter("order_key")
+    index, task_order, active = state.table.index, attrgetter("order_key"), ACTIVE_ALLOCATED
     cached = state.__dict__["_snapshot_victims"] = {}
+    # A pass over every pod of the snapshot (100,000 at 10,000 nodes): kept to the bare filter.
     for j in state.jobs.values():
         if not j.preemptible:
             continue
-        tasks: list[TaskInfo] = []
+        tasks: list[TaskInfo] | None = None
         below = above = False
         for ps in j.podsets.values():
-            mine = [t for t in ps.tasks if t.status in ACTIVE_ALLOCATED and t.node in index]
-            below |= len(mine) < ps.min_available
-            above |= len(mine) > ps.min_available
-            tasks += mine
+            mine = [t for t in ps.tasks if t.status in active and t.node in index]
+            n, m = len(mine), ps.min_available
+            if n < m:
+                below = True
+            elif n > m:
+                above = True
+            if tasks is None:
+                tasks = mine
+            else:
+                tasks += mine
         if tasks:
             if len(tasks) > 1:
                 tasks.sort(key=task_order)
             # victim_order_key, counted per PodSet as built (a task's podset is the PodSet holding it)
-            key = (-j.priority, 0 if below else (2 if above else 1), j.creation, j.name)
-            cached[j.name] = Victim(j, tasks, key)
+            cached[j.name] = Victim(j, tasks, (-j.priority, 0 if below else (2 if above else 1), j.creation, j.name))
     return cached
 
 
