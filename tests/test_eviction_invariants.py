@@ -86,18 +86,13 @@ def test_eviction_invariants_hold_for_cpsat(doc: dict[str, Any]) -> None:
     event(f"cp-sat engine={out['cycle']['engine']}, evictions: {bool(out['evictions'])}")
 
 
-CPSAT_GATE2_EXEMPTED_BY_A_BOUND_POD = (
-    "gate 2 broken at dept0 (8 of 8 GPUs allocated, may lose nothing): the model takes run5-0 (q00, 1 GPU) "
-    "and q10's run7 is pipelined on the GPU it frees. The model's gate 2 row for dept0 leaves out a victim "
-    "whose node gets a pod of a queue inside dept0 that may reclaim it (evictions.py: the eviction is then "
-    "that queue's, gated below), and q01's CPU-only run0-4 is bound there on idle capacity; decode names the "
-    "pipelined job, run7, so the reclaim is q10's and crosses dept0. The exemption should count only pods "
-    "of the inside queue that need the freed capacity (found by the generated invariant test; present at "
-    "stop 24 too)")
-
-
-@pytest.mark.xfail(strict=True, reason=CPSAT_GATE2_EXEMPTED_BY_A_BOUND_POD)
-def test_cpsat_gate2_is_not_exempted_by_a_pod_bound_on_idle_capacity() -> None:
+def test_cpsat_names_the_reclaimer_its_gate_2_counted() -> None:
+    """Found by the generated invariant test (present at stop 24 too): dept0 holds 8 of 8 GPUs and
+    may lose nothing to a queue outside it. The model's gate 2 row for dept0 leaves out run5-0
+    (q00), whose node gets a pod of q01, a queue inside dept0 that may reclaim it (the eviction
+    is then q01's, gated below dept0); decode named the pipelined job on the node, q10's run7,
+    so the reclaim crossed dept0. Decode now names the nearest reclaiming queue on the victim's
+    nodes, bound or pipelined (a bound one then waits for the victim)."""
     doc = json.loads((FIXTURES / "cpsat_gate2_exempted_by_a_bound_pod.json").read_text())
     one_engine(doc, "greedy")
     one_engine(doc, "cp-sat")

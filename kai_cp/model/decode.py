@@ -101,10 +101,21 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
     ordered = order_on_nodes()
     lines: dict = {}
     common: dict[tuple[str, str], int] = {}       # (queue, queue) -> ancestors they share
+
+    def _near(a: str, b: str) -> int:
+        key = (a, b)
+        if key not in common:
+            common[key] = len({q.name for q in state.queue_path(a)} & {q.name for q in state.queue_path(b)})
+        return common[key]
     for u, t in victims:
         ev = session.evictions[t.key]
         nodes = [ev.node] + [n for n in u.nodes if n != ev.node]
         pick = None
+        # The model leaves a victim out of a level's gate 2 when a queue inside the level that
+        # may reclaim it places a pod on its nodes: the nearest reclaiming queue is its
+        # preemptor then, even one bound on idle capacity (it waits for the victim from now on).
+        near_all = max((_near(j.queue, u.queue) for n in nodes for _, j in ordered.get(n, [])
+                        if j.queue in u.reclaimers), default=-1)
         # A job pipelined on any of the victim's nodes before one bound on idle capacity: an
         # eviction's preemptor waits for it (a gang victim frees all its nodes at once).
         for bound_too in (False, True):
@@ -117,17 +128,15 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
                         # Among reclaiming queues the one nearest the victim's in the tree: the
                         # model gates a unit at a level only when no queue inside it places there
                         # (evictions.py, gate 2).
-                        key = (j.queue, u.queue)
-                        if key not in common:
-                            common[key] = len({q.name for q in state.queue_path(j.queue)}
-                                              & {q.name for q in state.queue_path(u.queue)})
-                        near = common[key]
+                        near = _near(j.queue, u.queue)
                         if near > closest:
                             pick, closest = ("reclaim", j), near
                     elif u.preempt and j.queue == u.queue and j.priority > u.priority and pick is None:
                         pick = ("preempt", j)
                 if pick is not None:
                     break
+            if pick is not None and pick[0] == "reclaim" and closest < near_all and not bound_too:
+                pick = None          # a nearer reclaiming queue is bound here: the next pass names it
             if pick is not None:
                 if bound_too and not any(session.placements[t.key].pipelined for t in pick[1].tasks
                                          if t.key in session.placements):
