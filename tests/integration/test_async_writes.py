@@ -159,8 +159,13 @@ def test_lost_lease_with_writes_queued_sends_none_of_them(apiserver, shard, star
         assert last_write <= renewals[-1] + 3.0, "a write after the lease could have passed to another replica"
         proxy.rules.remove(cut)
         wait_for(lambda: len(_items(kube, BR, "bindrequests", shard)) == 24, 60, what="the gang completed")
+        # Each pod has exactly one BindRequest on the API server, and none was created twice. (Counting
+        # the proxy's 2xx answers alone was too strict: once in CI the log lacked leased-9's while its
+        # BindRequest was on the server, an answer lost between the API server and the proxy, it seems.)
         created = _created(proxy, shard)
-        assert sorted(created) == sorted(f"leased-{i}" for i in range(24)), "each pod's BindRequest written once"
+        assert len(created) == len(set(created)), "a BindRequest created twice"
+        on_server = sorted(i["spec"]["podName"] for i in _items(kube, BR, "bindrequests", shard))
+        assert on_server == sorted(f"leased-{i}" for i in range(24)), "each pod's BindRequest written once"
         assert "re-listing every kind" in sched.logs()
         assert sched.alive()
     finally:
