@@ -52,26 +52,38 @@ def check(job: JobInfo, req: dict[str, int | Fraction], path: list[QueueInfo],
         for r in asked:
             m = _whole(q.limit[r])
             if m != -1 and m < a[r] + req[r]:
-                unit = _UNIT[r][0] if r != "memory" else "GB"
-                what = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "memory"}[r]
-                return CapacityFailure(
-                    "OverLimit",
-                    f"{q.label} quota has reached the allowable limit of {what}. Limit is {human(m, r)} {unit}, "
-                    f"currently {human(a[r], r)} {unit} allocated and workload requested {human(req[r], r)} {unit}",
-                    q.name, r)
+                return over_limit(q, r, m, a[r], req[r])
         if not job.preemptible:
             anp = allocated_np[q.name]
             for r in asked:
                 d = _whole(q.deserved[r])
                 if d != -1 and d < anp[r] + req[r]:
-                    what, unit = _NP_UNIT[r]
-                    return CapacityFailure(
-                        "NonPreemptibleOverQuota",
-                        f"Non-preemptible workload is over quota. Workload requested {human(req[r], r)} {what}, "
-                        f"but {q.label} quota is {human(d, r)} {unit}, while {human(anp[r], r)} {unit} are already "
-                        f"allocated for non-preemptible pods. Use a preemptible workload to go over quota.",
-                        q.name, r)
+                    return over_quota(q, r, d, anp[r], req[r])
     return None
+
+
+def over_limit(q: QueueInfo, r: str, limit: int | Fraction, allocated: int | Fraction,
+               req: int | Fraction) -> CapacityFailure:
+    """KAI's OverLimit failure of queue `q` in resource `r`."""
+    unit = _UNIT[r][0] if r != "memory" else "GB"
+    what = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "memory"}[r]
+    return CapacityFailure(
+        "OverLimit",
+        f"{q.label} quota has reached the allowable limit of {what}. Limit is {human(limit, r)} {unit}, "
+        f"currently {human(allocated, r)} {unit} allocated and workload requested {human(req, r)} {unit}",
+        q.name, r)
+
+
+def over_quota(q: QueueInfo, r: str, deserved: int | Fraction, allocated_np: int | Fraction,
+               req: int | Fraction) -> CapacityFailure:
+    """KAI's NonPreemptibleOverQuota failure of queue `q` in resource `r`."""
+    what, unit = _NP_UNIT[r]
+    return CapacityFailure(
+        "NonPreemptibleOverQuota",
+        f"Non-preemptible workload is over quota. Workload requested {human(req, r)} {what}, "
+        f"but {q.label} quota is {human(deserved, r)} {unit}, while {human(allocated_np, r)} {unit} are already "
+        f"allocated for non-preemptible pods. Use a preemptible workload to go over quota.",
+        q.name, r)
 
 
 def _whole(v: int | Fraction) -> int | Fraction:

@@ -22,24 +22,12 @@ _GPU_COL = 2
 
 class NodeSet:
     """One candidate domain: `mask` (bool per node), `domain` (its id, for messages) and `scores`
-    (preferred-level node scores, 8.4; None without a preference).
+    (preferred-level node scores, 8.4; None without a preference)."""
 
-    The mask is computed when first read: a scope can have hundreds of candidate racks over
-    10,000 nodes, and the allocator usually stops at the first that fits."""
+    __slots__ = ("mask", "domain", "scores")
 
-    __slots__ = ("_mask", "_of", "domain", "scores")
-
-    def __init__(self, mask: np.ndarray | None, domain: str, scores: np.ndarray | None,
-                 of: tuple[np.ndarray, np.ndarray, int] | None = None):
-        self._mask, self._of = mask, of       # of: (valid nodes, node -> domain, this domain)
-        self.domain, self.scores = domain, scores
-
-    @property
-    def mask(self) -> np.ndarray:
-        if self._mask is None:
-            valid, dom, d = self._of
-            self._mask, self._of = valid & (dom == d), None
-        return self._mask
+    def __init__(self, mask: np.ndarray, domain: str, scores: np.ndarray | None):
+        self.mask, self.domain, self.scores = mask, domain, scores
 
 
 def _domain_sums(tree: TopologyTree, level: int, values: np.ndarray) -> np.ndarray:
@@ -192,13 +180,14 @@ def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: S
 
 def _node_sets(tree: TopologyTree, valid: np.ndarray, domains: list[tuple[int, np.ndarray]],
                scores: np.ndarray | None) -> Iterator[NodeSet]:
-    """The candidate sets one at a time: a scope may have ~200 fitting racks and the allocator
-    usually stops at the first (all of them were ~30,000 objects per 10,000-node allocation).
-    Each reads only the tree and the scope's valid nodes, fixed when the sets were decided."""
+    """The candidate sets one at a time, each with its mask made as it is reached: a scope may
+    have ~200 fitting racks over 10,000 nodes and the allocator usually stops at the first (all
+    of them were ~30,000 objects per 10,000-node allocation). Each reads only the tree and the
+    scope's valid nodes, fixed when the sets were decided."""
     for level, ds in domains:
         dom = tree.domain_of(level)
         for d in ds.tolist():
-            yield NodeSet(None, tree.domain_name(level, d), scores, (valid, dom, d))
+            yield NodeSet(valid & (dom == d), tree.domain_name(level, d), scores)
 
 
 def _start_domain(tree: TopologyTree, valid: np.ndarray, lowest: int) -> tuple[int, int]:

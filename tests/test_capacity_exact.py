@@ -12,38 +12,27 @@ import random
 from fractions import Fraction
 
 from kai_cp import capacity
-from kai_cp.capacity import CapacityFailure, _NP_UNIT, _UNIT, human
+from kai_cp.capacity import CapacityFailure, over_limit, over_quota
 from kai_cp.jobs import JobInfo
 from kai_cp.queues import RESOURCES, QueueInfo
 
 
 def reference(job: JobInfo, req: dict, path: list[QueueInfo], allocated: dict, allocated_np: dict) -> CapacityFailure | None:
-    """The plain definition: every resource, every value as a Fraction."""
+    """The plain definition: every resource, every value as a Fraction (the messages are the
+    module's own builders: what is checked is the comparisons on ints)."""
     req = {r: Fraction(req[r]) for r in RESOURCES}
     for q in path:
         a = {r: Fraction(v) for r, v in allocated[q.name].items()}
         for r in RESOURCES:
             m = Fraction(q.limit[r])
             if m != -1 and req[r] > 0 and m < a[r] + req[r]:
-                unit = _UNIT[r][0] if r != "memory" else "GB"
-                what = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "memory"}[r]
-                return CapacityFailure(
-                    "OverLimit",
-                    f"{q.label} quota has reached the allowable limit of {what}. Limit is {human(m, r)} {unit}, "
-                    f"currently {human(a[r], r)} {unit} allocated and workload requested {human(req[r], r)} {unit}",
-                    q.name, r)
+                return over_limit(q, r, m, a[r], req[r])
         if not job.preemptible:
             anp = {r: Fraction(v) for r, v in allocated_np[q.name].items()}
             for r in RESOURCES:
                 d = Fraction(q.deserved[r])
                 if d != -1 and req[r] > 0 and d < anp[r] + req[r]:
-                    what, unit = _NP_UNIT[r]
-                    return CapacityFailure(
-                        "NonPreemptibleOverQuota",
-                        f"Non-preemptible workload is over quota. Workload requested {human(req[r], r)} {what}, "
-                        f"but {q.label} quota is {human(d, r)} {unit}, while {human(anp[r], r)} {unit} are already "
-                        f"allocated for non-preemptible pods. Use a preemptible workload to go over quota.",
-                        q.name, r)
+                    return over_quota(q, r, d, anp[r], req[r])
     return None
 
 

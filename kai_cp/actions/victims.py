@@ -108,7 +108,7 @@ def _snapshot_victims(state: ClusterState) -> dict[str, Victim]:
             if len(tasks) > 1:
                 tasks.sort(key=task_order)
             # victim_order_key, counted per PodSet as built (a task's podset is the PodSet holding it)
-            cached[j.name] = Victim(j, tasks, (-j.priority, 0 if below else (2 if above else 1), j.creation, j.name))
+            cached[j.name] = Victim(j, tasks, _job_key(j, below, above))
     return cached
 
 
@@ -182,7 +182,12 @@ def victim_order_key(v: Victim) -> tuple:
         counts[t.podset] = counts.get(t.podset, 0) + 1
     below = any(counts.get(n, 0) < ps.min_available for n, ps in v.job.podsets.items())
     above = any(counts.get(n, 0) > ps.min_available for n, ps in v.job.podsets.items())
-    return (-v.job.priority, 0 if below else (2 if above else 1), v.job.creation, v.job.name)
+    return _job_key(v.job, below, above)
+
+
+def _job_key(job: JobInfo, below: bool, above: bool) -> tuple:
+    """Job order (4.2) with the elastic state of the pods a victim offers."""
+    return (-job.priority, 0 if below else (2 if above else 1), job.creation, job.name)
 
 
 _ORDER_KEY = attrgetter("order_key")
