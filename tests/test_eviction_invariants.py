@@ -98,19 +98,15 @@ def test_cpsat_names_the_reclaimer_its_gate_2_counted() -> None:
     one_engine(doc, "cp-sat")
 
 
-GREEDY_PREEMPT_AFTER_A_MOVED_VICTIM = (
-    "KAI's actions (greedy engine, and the cp-sat cycle that falls back to them) leave gang run1 below its "
-    "minimum: reclaim moves run1-1 (sub-group ps) to node-2 for run9 (evicted and pipelined elsewhere), then "
-    "preempt takes run1-0 (workers, at its minimum 1) for run6 but not the moved pod, so run1 ends with ps 1 "
-    "and workers 0. A victim job at its minimum goes whole, moved pods included (actions/victims.py "
-    "active_tasks); here the moved pod stays. Found by the generated invariant test at stop 25, present at "
-    "stop 24's code too; not fixed yet")
-
-
-@pytest.mark.xfail(strict=True, reason=GREEDY_PREEMPT_AFTER_A_MOVED_VICTIM)
 def test_preempt_takes_a_gang_whole_after_reclaim_moved_one_of_its_pods() -> None:
+    """Found by the generated invariant test at stop 25: reclaim moves run1-1 (sub-group ps) to
+    node-2 for run9, then preempt took run1-0 (workers, at its minimum 1) for run6 and left the
+    moved pod pipelined, so run1 ended with ps 1 and workers 0. The per-PodSet gang check let it
+    through (an emptied PodSet looked like a gang taken whole); a PodSet emptied while another
+    keeps pods now breaks the gang, and preempt takes run1 whole."""
     doc = json.loads((FIXTURES / "greedy_preempt_after_a_moved_victim.json").read_text())
     one_engine(doc, "greedy")
+    one_engine(doc, "cp-sat")
 
 
 def test_cpsat_preemptor_is_the_job_pipelined_on_the_freed_capacity() -> None:

@@ -608,15 +608,23 @@ class JobSolver:
     def _breaks_a_gang(self, evicted: list[TaskInfo]) -> bool:
         """6.8: a gang loses its pods whole, or only pods above its minimum. A scenario whose
         recorded victims (from the previous step) were partly re-placed on their own node could
-        otherwise leave a gang with fewer pods than its minimum."""
+        otherwise leave a gang with fewer pods than its minimum. A PodSet emptied by this scenario
+        breaks the gang too while another PodSet of the job keeps pods (a pod an earlier commit
+        moved stays pipelined when only its sibling PodSet's pods are taken)."""
         s = self.session
+        gone = {(t.job, t.podset) for t in evicted}
         for name in {t.job for t in evicted}:
             job = self.state.jobs[name]
+            emptied = kept = False
             for ps in job.podsets.values():
                 alive = sum(1 for t in ps.tasks if t.status in ACTIVE_ALLOCATED and t.node is not None
                             and (t.key not in s.evictions or t.key in s.placements))
                 if 0 < alive < ps.min_available:
                     return True
+                kept |= alive > 0
+                emptied |= alive < ps.min_available and (name, ps.name) in gone
+            if emptied and kept:
+                return True
         return False
 
     def _replace(self, job: JobInfo, feasible: np.ndarray) -> None:
