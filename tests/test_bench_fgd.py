@@ -56,3 +56,31 @@ def test_the_upper_bound_packs_fractions_exactly() -> None:
     assert ub.least_loss(Counter({810: 3}), 10) == (570, True)              # all placed beats dropping one (810)
     assert ub.least_loss(Counter({600: 2}), 10) == (600, True)              # dropping one (600) beats 800 left free
     assert ub.least_loss(Counter({500: 3, 250: 2}), 10) == (0, True)        # 500+500, 500+250+250
+    # fractions that must be placed (the scheduler refused no pod that fit) cannot be dropped
+    assert ub.least_loss(Counter({600: 2}), 10, kept=Counter({600: 2})) == (800, True)
+    assert ub.least_loss(Counter({810: 2, 190: 1}), 10, kept=Counter({810: 2})) == (190, True)
+    # the kept fractions need 2 GPUs: with one GPU no packing places them all
+    assert ub.least_loss(Counter({600: 2}), 10, kept=Counter({600: 2}), gpus_at_most=1) == (None, True)
+    assert ub.least_loss(Counter({600: 2}), 10, gpus_at_most=1) == (600, True)
+
+
+def test_the_fractions_placed_before_a_share_of_arrivals_are_the_earliest(tmp_path: Path) -> None:
+    """--placed-before P: the fractions arrived before P % of the capacity, in arrival order."""
+    import bench_fgd_bound as ub
+    _write(tmp_path)
+    pods = b.read_pods(tmp_path, "toy")
+    capacity = 10
+    early0, every = ub.arrived_fractions(pods, capacity, 42, 0.0)
+    assert not early0 and every
+    arrived, total = [], 0
+    for p in b.sample(pods, capacity, 42):
+        if total >= capacity * 1000:
+            break
+        arrived.append((total, p))
+        total += p.gpu_demand
+    for cut in (30.0, 60.0, 100.0):
+        early, late = ub.arrived_fractions(pods, capacity, 42, cut)
+        assert early + late == every
+        want = [p.milli for t, p in arrived if p.gpus == 1 and p.milli < 1000 and t * 100 < cut * capacity * 1000]
+        assert sorted(early.elements()) == sorted(want)
+    assert not ub.arrived_fractions(pods, capacity, 42, 100.0)[1]
