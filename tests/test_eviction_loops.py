@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -313,6 +314,28 @@ def test_generated_contended_cluster_does_not_loop_with_cpsat(doc: dict[str, Any
     check_generated(doc, "cp-sat")
 
 
+_QUEUE_LINE = re.compile(r"^(\S+) uses GPU: ([0-9.]+),.* with a quota of GPU: ([0-9.]+),", re.M)
+
+
+def reclaimed_below_quota_and_back(cycles: list[dict]) -> bool:
+    """KAI's own reclaim loop (KAI_RECLAIM_BELOW_QUOTA_LOOP): a reclaim leaves its victim's queue
+    below its quota (the message's first queue line: the victim's level after the reclaim), and
+    that queue reclaims later (its line second). Read from KAI's reclaim messages."""
+    below, back = set(), False
+    for c in cycles:
+        for e in c["evictions"]:
+            if e["action"] != "reclaim":
+                continue
+            lines = _QUEUE_LINE.findall(e["message"])
+            if len(lines) < 2:
+                continue
+            (victim, used, quota), (reclaimer, _, _) = lines[0], lines[1]
+            back |= reclaimer in below
+            if float(used) < float(quota):
+                below.add(victim)
+    return back
+
+
 def check_generated(doc: dict[str, Any], engine: str) -> None:
     assume(first_cycle_evicts(doc, engine))
     errors, cycles = loop_errors(doc, engine)
@@ -322,6 +345,11 @@ def check_generated(doc: dict[str, Any], engine: str) -> None:
         # actions themselves to cycle 7 on one generated cluster (tests/fixtures/evictions/
         # slow_to_settle.json). Such a cluster must settle within twice the cycles.
         errors, cycles = loop_errors(doc, engine, n_cycles=2 * CYCLES)
+    if errors and reclaimed_below_quota_and_back(cycles):
+        # KAI's own rules loop so (the strict expected failure below keeps the case); the
+        # generated draws look for the others
+        event("KAI's reclaim below quota and back (KAI_RECLAIM_BELOW_QUOTA_LOOP)")
+        assume(False)
     assert errors == []
     n = sum(len(c["evictions"]) for c in cycles)
     event(f"evictions over {CYCLES} cycles: {'1-3' if n <= 3 else '4-8' if n <= 8 else '>8'}")
@@ -443,3 +471,15 @@ KAI_RECLAIM_BELOW_QUOTA_LOOP = (
 def test_a_reclaim_that_takes_a_queue_below_its_quota_is_not_reclaimed_back(engine: str) -> None:
     doc = json.loads((FIXTURES / "kai_reclaim_below_quota_loop.json").read_text())
     assert loop_errors(doc, engine)[0] == []
+
+
+def test_the_generated_loop_check_sets_aside_only_kais_reclaim_below_quota(monkeypatch) -> None:
+    """The generated loop tests set this case aside (it is kept above); another loop is not:
+    KAI's rules without the nominations loop on greedy_reclaim_loop.json with no queue left
+    below its quota."""
+    doc = json.loads((FIXTURES / "kai_reclaim_below_quota_loop.json").read_text())
+    errors, cycles = loop_errors(doc, "greedy")
+    assert errors and reclaimed_below_quota_and_back(cycles)
+    without_nominations(monkeypatch)
+    errors, cycles = loop_errors(json.loads((FIXTURES / "greedy_reclaim_loop.json").read_text()), "greedy")
+    assert errors and not reclaimed_below_quota_and_back(cycles)
