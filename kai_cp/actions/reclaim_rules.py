@@ -198,6 +198,7 @@ class ReclaimValidator:
         """Every chunk must come from a queue that may lose it, judged at the level where the
         reclaimer's and the victim's branches meet; the test is made before the chunk is
         taken, so the last chunk may take the victim queue below its share (quirk)."""
+        floors: dict[str, QueueInfo] = {}
         for victim_queue, amounts in by_queue.items():
             mine, theirs = leveled_queues(self.state, self.job.queue, victim_queue)
             path = self.state.queue_path(victim_queue)
@@ -206,6 +207,12 @@ class ReclaimValidator:
                 if reason:
                     return reason
                 ledger.take(path, chunk)
+            if quota_floor_applies(self.state, mine, theirs):
+                floors[theirs.name] = theirs
+        for name, q in floors.items():
+            quota = q.deserved["gpu"]
+            if self.allocated[name]["gpu"] >= quota > ledger.of(name)["gpu"]:
+                return f"reclaim would take queue {q.label} below its GPU quota while it waits to place pods"
         return None
 
     def _may_lose(self, mine: QueueInfo, theirs: QueueInfo, rem: Vector, req: Vector) -> str | None:
@@ -254,6 +261,32 @@ class ReclaimValidator:
                         f"(saturation {_fmt(a)}{'' if self.multiplier == 1 else f' x {_fmt(self.multiplier)}'}"
                         f" vs {_fmt(b)})")
         return None
+
+
+def quota_floor_applies(state: ClusterState, reclaimer_level: QueueInfo, victim_level: QueueInfo) -> bool:
+    """A reclaim may not take the victim's level below its GPU quota (kai-cp's rule, not KAI's)
+    when that level waits to place pods and the reclaimer's level already holds its own quota.
+    KAI tests each chunk before taking it (3.7.2), so its last chunk may cross the victim's
+    quota; the victim then reclaims back within its quota from the reclaimer, above its quota,
+    and the two take turns every few cycles (tests/fixtures/evictions/
+    kai_reclaim_below_quota_loop.json). A level with nothing waiting takes nothing back, nor
+    may anyone reclaim within quota from a reclaimer that stays within its own: KAI's reclaim
+    scenarios cross quotas only so, and those reclaims stay."""
+    quota, mine_quota = victim_level.deserved["gpu"], reclaimer_level.deserved["gpu"]
+    return (quota != UNLIMITED and mine_quota != UNLIMITED and reclaimer_level.allocated["gpu"] >= mine_quota
+            and victim_level.name in waiting_levels(state))
+
+
+def waiting_levels(state: ClusterState) -> frozenset[str]:
+    """Queues (every level) with a job of pending pods in their subtree, once per state."""
+    cached = state.__dict__.get("_waiting_levels")
+    if cached is None:
+        out: set[str] = set()
+        for j in state.jobs.values():
+            if j.queue in state.queues and j.has_pending():
+                out.update(q.name for q in state.queue_path(j.queue))
+        cached = state.__dict__["_waiting_levels"] = frozenset(out)
+    return cached
 
 
 def _fmt(x: Fraction | float) -> str:

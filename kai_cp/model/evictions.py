@@ -44,6 +44,7 @@ from ortools.sat.python import cp_model
 
 from kai_cp.actions import min_runtime
 from kai_cp.actions.allocate import GreedyResult
+from kai_cp.actions.reclaim_rules import quota_floor_applies
 from kai_cp.fairshare import allocatable
 from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
 from kai_cp.model.base import ModelContext
@@ -229,6 +230,17 @@ def _before_last(q, alloc: Fraction, quota: bool = True) -> int | None:
     if over <= 0:
         return None
     return math.ceil(over * 100) - 1
+
+
+def _quota_floor(q, alloc: Fraction) -> int | None:
+    """GPUs x 100 a level at or above its quota may lose by reclaim without going below it,
+    where the quota floor applies (actions/reclaim_rules.py quota_floor_applies: KAI's last
+    chunk may cross it, and the level then reclaims back within its quota). None when the
+    level has no quota or is below it already (gate 2 decides alone)."""
+    quota = q.deserved["gpu"]
+    if quota == -1 or alloc < quota:
+        return None
+    return math.floor((alloc - quota) * 100)
 
 
 def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[str, int]]) -> Pool | None:
@@ -588,6 +600,18 @@ class Evictions:
                 share = _before_last(level, alloc[level.name]["gpu"], quota=False)
                 chunks = sorted({u.chunk for _, _, u, _ in terms})
                 worst = sum(c * (_ub(v)) for v, c, _, _ in terms)
+                beside = [next((q for q in state.queue_path(r) if q.parent == level.parent), None)
+                          for r in sorted({r for _, _, u, _ in terms for r in u.reclaimers if r not in sub})]
+                floor = _quota_floor(level, alloc[level.name]["gpu"]) if any(
+                    b is not None and quota_floor_applies(state, b, level) for b in beside) else None
+                if floor is not None and worst > floor:
+                    # not below its quota (actions/reclaim_rules.py quota_floor_applies)
+                    m.add(cp_model.LinearExpr.weighted_sum([v for v, _, _, _ in terms], [c for _, c, _, _ in terms])
+                          <= floor)
+                    floored: dict[int, int] = {}
+                    for _, c, _, uv in terms:
+                        floored[uv.index] = floored.get(uv.index, 0) + c
+                    allowances.append((floored, floor))
                 # the quota route below is conditional: what the share route allows decides the skip
                 quota_wider = before is not None and (share is None or share < before)
                 widest = share if quota_wider else before
