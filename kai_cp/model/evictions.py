@@ -604,24 +604,22 @@ class Evictions:
                           for r in sorted({r for _, _, u, _ in terms for r in u.reclaimers if r not in sub})]
                 floor = _quota_floor(level, alloc[level.name]["gpu"]) if any(
                     b is not None and quota_floor_applies(state, b, level) for b in beside) else None
-                if floor is not None and worst > floor:
-                    # not below its quota (actions/reclaim_rules.py quota_floor_applies)
-                    m.add(cp_model.LinearExpr.weighted_sum([v for v, _, _, _ in terms], [c for _, c, _, _ in terms])
-                          <= floor)
-                    floored: dict[int, int] = {}
-                    for _, c, _, uv in terms:
-                        floored[uv.index] = floored.get(uv.index, 0) + c
-                    allowances.append((floored, floor))
                 # the quota route below is conditional: what the share route allows decides the skip
                 quota_wider = before is not None and (share is None or share < before)
                 widest = share if quota_wider else before
-                if worst <= (widest + chunks[-1] if widest is not None else 0):
+                floored = floor is not None and worst > floor
+                if not floored and worst <= (widest + chunks[-1] if widest is not None else 0):
                     continue
                 total = cp_model.LinearExpr.weighted_sum([v for v, _, _, _ in terms], [c for _, c, _, _ in terms])
                 # improve_hint charges the unit variables (a mixed unit as if counted: the safe side)
                 charged: dict[int, int] = {}
                 for _, c, _, uv in terms:          # a gang's Boolean is counted once per node and PodSet
                     charged[uv.index] = charged.get(uv.index, 0) + c
+                if floored:         # not below its quota (actions/reclaim_rules.py quota_floor_applies)
+                    m.add(total <= floor)
+                    allowances.append((charged, floor))
+                if worst <= (widest + chunks[-1] if widest is not None else 0):
+                    continue
                 if before is None:
                     m.add(total <= 0)
                     allowances.append((charged, 0))
