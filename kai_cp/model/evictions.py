@@ -232,6 +232,11 @@ def _before_last(q, alloc: Fraction, quota: bool = True) -> int | None:
     return math.ceil(over * 100) - 1
 
 
+def _beside(state: ClusterState, queue: str, level):
+    """The ancestor of `queue` (or itself) that is a sibling of `level`; None when there is none."""
+    return next((q for q in state.queue_path(queue) if q.parent == level.parent), None)
+
+
 def _quota_floor(q, alloc: Fraction) -> int | None:
     """GPUs x 100 a level at or above its quota may lose by reclaim without going below it,
     where the quota floor applies (actions/reclaim_rules.py quota_floor_applies: KAI's last
@@ -600,7 +605,7 @@ class Evictions:
                 share = _before_last(level, alloc[level.name]["gpu"], quota=False)
                 chunks = sorted({u.chunk for _, _, u, _ in terms})
                 worst = sum(c * (_ub(v)) for v, c, _, _ in terms)
-                beside = [next((q for q in state.queue_path(r) if q.parent == level.parent), None)
+                beside = [_beside(state, r, level)
                           for r in sorted({r for _, _, u, _ in terms for r in u.reclaimers if r not in sub})]
                 floor = _quota_floor(level, alloc[level.name]["gpu"]) if any(
                     b is not None and quota_floor_applies(state, b, level) for b in beside) else None
@@ -608,7 +613,8 @@ class Evictions:
                 quota_wider = before is not None and (share is None or share < before)
                 widest = share if quota_wider else before
                 floored = floor is not None and worst > floor
-                if not floored and worst <= (widest + chunks[-1] if widest is not None else 0):
+                gate2_holds = worst <= (widest + chunks[-1] if widest is not None else 0)
+                if not floored and gate2_holds:
                     continue
                 total = cp_model.LinearExpr.weighted_sum([v for v, _, _, _ in terms], [c for _, c, _, _ in terms])
                 # improve_hint charges the unit variables (a mixed unit as if counted: the safe side)
@@ -618,7 +624,7 @@ class Evictions:
                 if floored:         # not below its quota (actions/reclaim_rules.py quota_floor_applies)
                     m.add(total <= floor)
                     allowances.append((charged, floor))
-                if worst <= (widest + chunks[-1] if widest is not None else 0):
+                if gate2_holds:
                     continue
                 if before is None:
                     m.add(total <= 0)
@@ -714,7 +720,7 @@ class Evictions:
         the indicator returned is 1 when the level loses more than its share route allows.
         `kai_reclaims`: (reclaiming queue, victim queue) of KAI's actions' reclaims this cycle."""
         reclaimers = sorted({r for _, _, u, _ in terms for r in u.reclaimers if r not in sub and r in r_of})
-        levels = {r: next((q for q in state.queue_path(r) if q.parent == level.parent), None) for r in reclaimers}
+        levels = {r: _beside(state, r, level) for r in reclaimers}
         if not reclaimers or any(q is None for q in levels.values()):
             # A reclaimer from another branch is gated at a higher level, not this one; the victims
             # are not attributed to reclaimers, so the level keeps its wider allowance for all.
