@@ -113,6 +113,13 @@ class Fitter:
             sub = self._subsets[key] = np.nonzero(ok)[0]
         return sub
 
+    def fitting_nodes(self, task: TaskInfo) -> np.ndarray:
+        """The nodes `choose` could return for this task now, whatever the node set offered
+        (static predicates, and free capacity unless best effort)."""
+        vec = self.state.table.vector(task)
+        sub = self.subset(task, vec)
+        return sub if task.request.best_effort else sub[rows_fit(self.session.free, sub, vec)]
+
     def choose(self, task: TaskInfo, allowed: np.ndarray | None = None,
                extra: np.ndarray | None = None) -> tuple[int | None, bool]:
         """KAI's node for this task: best total score among fitting nodes, ties by name. (node, pipelined).

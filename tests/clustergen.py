@@ -515,7 +515,8 @@ def _take_all(room: _Room, start: int, vecs: list[list[int]]) -> list[str] | Non
 
 
 @st.composite
-def contended_clusters(draw, max_nodes: int = 4, max_running: int = 10, max_pending: int = 4) -> dict[str, Any]:
+def contended_clusters(draw, max_nodes: int = 4, max_running: int = 10, max_pending: int = 4,
+                       topology: bool = False) -> dict[str, Any]:
     """A small cluster where GPUs run short: nodes of 4 or 8 whole GPUs mostly taken by running
     jobs (gangs and elastic jobs, with and without sub-groups; preemptible or not by priority class
     or explicit preemptibility; some with a last-start annotation), pending jobs wanting more than
@@ -523,10 +524,20 @@ def contended_clusters(draw, max_nodes: int = 4, max_running: int = 10, max_pend
     queues over their fair share and others under it; queues may carry preemptMinRuntime and
     reclaimMinRuntime. config.actions is allocate followed by a non-empty subset of
     consolidation, reclaim and preempt in KAI's order. No shared GPUs, taints or topology: the
-    eviction rules are the subject here."""
+    eviction rules are the subject here. With `topology`, nodes sit in zones and racks (some
+    tainted or NotReady: KAI counts a domain's room by resources alone) and pending jobs may
+    require or prefer a rack or a zone."""
     nodes = [node(f"node-{i}", gpus=draw(st.sampled_from([4, 8])), cpu_m=64_000, mem_b=256 * GI, pods=110,
                   labels={"pool": draw(st.sampled_from(["a", "b"]))})
              for i in range(draw(st.integers(1, max_nodes)))]
+    if topology:
+        for n in nodes:
+            n["metadata"]["labels"].update({TOPOLOGY_LEVELS[0]: draw(st.sampled_from(["z1", "z2"])),
+                                            TOPOLOGY_LEVELS[1]: draw(st.sampled_from(["r1", "r2", "r3"]))})
+            if _chance(draw, 15):
+                n["spec"]["taints"] = [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]
+            elif _chance(draw, 10):
+                n["status"]["conditions"][-1]["status"] = "False"
     queues: list[dict] = []
     leaves: list[str] = []
     departments = draw(st.integers(1, 2))
@@ -575,8 +586,12 @@ def contended_clusters(draw, max_nodes: int = 4, max_running: int = 10, max_pend
             podsets.append((None, mm, mm + draw(st.sampled_from([0, 0, 1, 2])),
                             draw(st.sampled_from([0, 1, 2, 2, 4] if running else [1, 2, 2, 4, 8]))))
         sub_groups = [{"name": sg, "minMember": mm} for sg, mm, _, _ in podsets if sg]
+        constrained = None
+        if topology and not running and _chance(draw, 60):
+            constrained = constraint(required=draw(st.sampled_from([None, *TOPOLOGY_LEVELS])),
+                                     preferred=draw(st.sampled_from([None, TOPOLOGY_LEVELS[1]])))
         pg = pod_group(name, qname, min_member=sum(mm for _, mm, _, _ in podsets), priority_class=pclass,
-                       preemptibility=preempt, sub_groups=sub_groups or None, created=created)
+                       preemptibility=preempt, sub_groups=sub_groups or None, created=created, topology=constrained)
         selector = {"pool": draw(st.sampled_from(["a", "b"]))} if _chance(draw, 10) else None
         where: list[str | None] = []
         if running:
@@ -622,4 +637,5 @@ def contended_clusters(draw, max_nodes: int = 4, max_running: int = 10, max_pend
                 args["reclaimResolveMethod"] = draw(st.sampled_from(["lca", "queue"]))
             tiers[0]["plugins"].append({"name": "minruntime", **({"arguments": args} if args else {})})
         config["tiers"] = tiers
-    return snapshot(nodes, queues, pods, groups, config=config)
+    return snapshot(nodes, queues, pods, groups, config=config,
+                    topologies=[topology_object(TOPOLOGY, TOPOLOGY_LEVELS)] if topology else None)
