@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from kai_cp.actions.pipeline import hint_budget, run_evictions, run_greedy, unmodelled_evictions
+from kai_cp.actions.pipeline import estimated_greedy_seconds, hint_budget, run_evictions, run_greedy, unmodelled_evictions
 from kai_cp.actions.preemptors import ActionOutcome
 from kai_cp.gcpause import gc_paused
 from kai_cp.gpu_sharing import gpu_fraction
@@ -21,8 +21,6 @@ from kai_cp.session import Session
 from kai_cp.state import ClusterState
 
 from kai_cp.defaults import DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES  # noqa: F401 (re-exported)
-GREEDY_BASE_SECONDS = 0.15          # measured greedy cost model (bench/bench_cycle.py, 2-core machine):
-GREEDY_SECONDS_PER_JOB_NODE = 8e-8   # ~0.25 s at 900 jobs x 1,000 nodes, ~1 s at 1,100 jobs x 10,000 nodes
 DETERMINISTIC_SHARE = 0.15  # CP-SAT deterministic time per second of time limit (ends the search reproducibly);
 # divided by the worker count: interleaved workers wait on each other (measured: two workers took
 # 1.5 s of wall time for 0.5 s of deterministic time on a GPU-sharing model, one worker 0.02 s).
@@ -154,7 +152,7 @@ def pair_budget(state: ClusterState, greedy: GreedyResult, time_limit: float) ->
     """Model size for the time greedy leaves to building and solving. Greedy's time is estimated
     from the problem's size, not read from the clock, so the same snapshot and settings always
     give the same model (and so the same decisions)."""
-    estimated_greedy = GREEDY_BASE_SECONDS + GREEDY_SECONDS_PER_JOB_NODE * len(greedy.order) * len(state.nodes)
+    estimated_greedy = estimated_greedy_seconds(state, len(greedy.order))
     from kai_cp.model.candidates import PAIRS_PER_SECOND   # lazily: it imports OR-Tools
     return int(PAIRS_PER_SECOND * max(0.0, time_limit - estimated_greedy))
 
@@ -180,7 +178,8 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         from kai_cp.model.solve import MIN_SOLVE_SECONDS, solve
     t0 = time.perf_counter()
     now = settings.now if settings.now is not None else time.time()
-    greedy = run_greedy(state, now, bounded=settings.engine == "cp-sat")
+    greedy = run_greedy(state, now, bounded=settings.engine == "cp-sat",
+                        time_limit=settings.time_limit if settings.engine == "greedy" else None)
     t_greedy = time.perf_counter() - t0
     stats: dict[str, Any] = {"greedySeconds": round(t_greedy, 6)}
     if settings.engine == "greedy" or not state.config.may_allocate:

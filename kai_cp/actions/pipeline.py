@@ -78,14 +78,43 @@ def hint_budget(state: ClusterState) -> Budget:
     return Budget(HINT_WORK_SMALL if len(state.nodes) <= HINT_SMALL_NODES else HINT_WORK)
 
 
-def run_greedy(state: ClusterState, now: float, bounded: bool = False, evictions: bool = True) -> GreedyResult:
+# KAI's actions' cost with the hint's bounded eviction search (bench/bench_cycle.py, 2-core
+# machine): ~0.25 s at 900 jobs x 1,000 nodes, ~1 s at 1,100 jobs x 10,000 nodes. An estimate, not
+# the clock, so what is built on it is the same for the same snapshot and settings.
+GREEDY_BASE_SECONDS = 0.15
+GREEDY_SECONDS_PER_JOB_NODE = 8e-8
+# Eviction-search work per second (2-core machine): ~19,000 units/s at bench_scale's 10,000
+# nodes, ~14,000 on examples/showcase-cluster.zip, ~7,800 on examples/fragmented-cluster.zip,
+# whose simulations place many small pods.
+WORK_PER_SECOND = 15_000
+
+
+def estimated_greedy_seconds(state: ClusterState, jobs: int) -> float:
+    return GREEDY_BASE_SECONDS + GREEDY_SECONDS_PER_JOB_NODE * jobs * len(state.nodes)
+
+
+def cycle_budget(state: ClusterState, jobs: int, time_limit: float) -> Budget:
+    """The greedy engine's eviction search within the cycle's time limit (`--time-limit`: seconds
+    for the whole cycle): KAI's searches replayed to the end took 127 s on bench_scale's contended
+    1,000-node cluster and over 20 minutes at 10,000 nodes, with a 1 s limit. The hint's bound
+    plus what the rest of the limit allows, so the greedy engine never searches less than the
+    CP-SAT cycle's fallback does."""
+    extra = int(WORK_PER_SECOND * max(0.0, time_limit - estimated_greedy_seconds(state, jobs)))
+    return Budget(hint_budget(state).left + extra, "the cycle's time limit bounds it; a longer one searches further")
+
+
+def run_greedy(state: ClusterState, now: float, bounded: bool = False, evictions: bool = True,
+               time_limit: float | None = None) -> GreedyResult:
     """KAI's actions in order: allocate, then the eviction actions on the session it leaves.
     `bounded`: the eviction search stops after HINT_WORK simulated placements (as a hint);
-    `evictions=False`: allocate alone."""
+    `time_limit`: it stops at the work that limit allows (the greedy engine's cycle); neither:
+    it runs to the end, as KAI's do; `evictions=False`: allocate alone."""
     greedy = run_allocate(state)
     greedy.now = now
     if evictions and any(a in EVICTING for a in state.config.actions):
-        greedy.actions = run_evictions(state, greedy.session, now, hint_budget(state) if bounded else None)
+        budget = (hint_budget(state) if bounded else
+                  cycle_budget(state, len(greedy.order), time_limit) if time_limit is not None else None)
+        greedy.actions = run_evictions(state, greedy.session, now, budget)
     return greedy
 
 

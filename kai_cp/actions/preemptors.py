@@ -19,8 +19,9 @@ class Budget:
     """Work the eviction actions may still do (simulated placements), shared by the actions of one
     cycle: a deterministic bound, so the same snapshot gives the same decisions."""
 
-    def __init__(self, work: int):
+    def __init__(self, work: int, note: str = "the model searches further"):
         self.left = work
+        self.note = note      # what a preemptor left unsearched may still expect (its message)
 
     def spend(self, amount: int) -> None:
         self.left -= amount
@@ -129,7 +130,7 @@ def run_action(state: ClusterState, session: Session, policy: Policy, eligible: 
             solution = solver.solve(job)
         except BudgetSpent:
             out.budget_spent = True
-            out.failed[job.name] = f"{policy.action}: search stopped at its work budget (the model searches further)"
+            out.failed[job.name] = f"{policy.action}: search stopped at its work budget ({budget.note})"
             break
         if solution is None:
             out.failed[job.name] = policy.failure(job)
