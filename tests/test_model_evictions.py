@@ -244,3 +244,50 @@ def test_reclaim_only_while_the_reclaimers_department_stays_poorer(engine: str, 
     assert all(v == ("reclaim", "wants") for v in evicted(out).values())
     admitted = {p["pod"] for p in out["binds"] + out["pipelined"]}
     assert ("default/wants-0" in admitted) == reclaims
+
+
+
+def over_limit_cluster(limit: int, idle_node: bool = True) -> dict:
+    """Queue q holds 8 GPUs (four preemptible 2-GPU jobs on n0) against a GPU limit of `limit` (a
+    limit lowered under running work); its 2-GPU job `hi` of higher priority waits. With
+    `idle_node`, n1's 8 GPUs are idle."""
+    c = Cluster().queue("q", gpu=(2, limit, 1)).node("n0", gpus=8)
+    if idle_node:
+        c.node("n1", gpus=8)
+    for i in range(4):
+        c.job(f"low-{i}", "q", gpus=2, running_on=["n0"], priority_class="train")
+    c.job("hi", "q", gpus=2, priority_class="inference", preemptibility="preemptible")
+    return c.doc()
+
+
+@pytest.mark.parametrize("engine", ["cp-sat", "greedy"])
+@pytest.mark.parametrize("idle_node", [False, True])
+def test_a_queue_over_its_limit_preempts_until_the_job_fits_under_it(engine: str, idle_node: bool) -> None:
+    """KAI checks a job against the queue's allocation in the session: q (8 of 4 GPUs) places hi
+    (2 GPUs) only once its preempt has taken 6 GPUs. The model keeps the exact, negative room of
+    a queue over its limit (model/quota.py) and gives hi candidates although q is full
+    (model/candidates.py counts what its victims free under the limit): before, it had none (the
+    cycle returned KAI's actions), and a room clamped at 0 would have let q grow past its limit
+    for a 2-GPU preempt. Without an idle node the model decides it; with one, KAI's actions place
+    hi there and evict on n0 for the limit alone, which the model does not express (an eviction
+    frees room on its node for a preemptor placed there), so the cycle returns theirs."""
+    res = cycle(over_limit_cluster(4, idle_node), engine)
+    out = res.to_json()
+    ev = evicted(out)
+    admitted = {p["pod"] for p in out["binds"] + out["pipelined"]}
+    assert "default/hi-0" in admitted
+    assert set(ev.values()) == {("preempt", "hi")}
+    assert 8 - 2 * len(ev) + 2 <= 4
+    assert violations(res.state, res.session) == []
+    if engine == "cp-sat" and not idle_node:      # the model solved it (not a cycle without candidates)
+        assert (out["cycle"]["engine"], out["cycle"].get("solverStatus")) == ("cp-sat", "OPTIMAL")
+
+
+@pytest.mark.parametrize("engine", ["cp-sat", "greedy"])
+def test_a_queue_too_far_over_its_limit_evicts_nothing(engine: str) -> None:
+    """With a limit of 1 GPU no preempt inside q can make room for a 2-GPU job: nothing is taken."""
+    res = cycle(over_limit_cluster(1), engine)
+    out = res.to_json()
+    assert out["evictions"] == []
+    assert "default/hi-0" not in {p["pod"] for p in out["binds"] + out["pipelined"]}
+    assert violations(res.state, res.session) == []

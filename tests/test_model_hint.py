@@ -64,18 +64,12 @@ def broken(state, monkeypatch, time_limit: float = 4.0, generated: bool = False)
 # same queue, more than q00 may lose to reclaim (the model has one variable per unit, not per action).
 # The model's quota floor counts them so too: in cpsat_nominated_jobs_crowd_each_other.json q01
 # loses run5-0 and run5-1 to a preempt inside q01 and run5-2, run3-0, run3-2 to q00's reclaim,
-# ending at its quota (1 GPU), and the floor counts all five. In kai_reclaim_below_quota_loop.json
-# KAI's actions, stopped by the floor from reclaiming for q01, preempt run1 for run3 inside q00
-# and pipeline run3 on what run1 frees, but the model has no candidate pair for run3: q00 is at
-# its limit of 8 GPUs at the snapshot, and candidate selection (model/candidates.py
-# _blocked_by_queue) does not count what the preempt frees under it. run3's start, kept as
-# greedy's, breaks the gang rows, and run1's eviction its justification row.
+# ending at its quota (1 GPU), and the floor counts all five.
 GREEDY_BREAKS_A_RULE = {"cpsat_preemptor_bound_while_another_queue_pipelines.json",
                         "cpsat_reclaim_surplus_past_an_unlimited_level.json",
                         "cpsat_regrowth_after_an_unmodelled_preempt.json",
                         "cpsat_reclaimer_rides_on_another_reclaim.json",
-                        "cpsat_nominated_jobs_crowd_each_other.json",
-                        "kai_reclaim_below_quota_loop.json"}
+                        "cpsat_nominated_jobs_crowd_each_other.json"}
 
 
 @pytest.mark.parametrize("path", FIXTURES + EXAMPLES, ids=lambda p: p.name)

@@ -10,6 +10,8 @@ class. Classes that a queue limit or non-preemptible quota rules out entirely ge
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from kai_cp.capacity import room
@@ -83,14 +85,22 @@ def _per_node_bound(free: np.ndarray, vec: np.ndarray) -> np.ndarray:
     return (free[:, need] // vec[need]).min(axis=1)
 
 
-def _blocked_by_queue(state: ClusterState, c: PodClass) -> bool:
-    """A queue on the class's path has no room at all for a resource the class requests."""
+def _blocked_by_queue(state: ClusterState, c: PodClass, pool=None) -> bool:
+    """A queue on the class's path has no room at all for a resource the class requests, not
+    even once every victim the class may evict inside it is gone (a queue at its limit preempting
+    its own lower-priority work; model/quota.py then holds the exact room)."""
+    freeable: dict[str, np.ndarray] = {}
     for q in state.queue_path(c.job.queue):
         for r, col in _COL.items():
             if c.vec[col] <= 0:
                 continue
             if q.limit[r] != -1 and room(q.limit[r], q.allocated[r]) < c.vec[col]:
-                return True
+                if pool is None:
+                    return True
+                if q.name not in freeable:
+                    freeable[q.name] = pool.freeable_under(state, c.job, q.name)
+                if math.floor(q.limit[r] - q.allocated[r]) + int(freeable[q.name][col]) < c.vec[col]:
+                    return True
             if not c.job.preemptible and q.deserved[r] != -1 and room(q.deserved[r], q.allocated_np[r]) < c.vec[col]:
                 return True
     return False
@@ -141,7 +151,7 @@ class _Memo:
         self.pool = pool
         self.ranked: dict[tuple, tuple] = {}    # key -> ranked nodes, their bounds, cumulative, raw bounds
         self.shared: dict[object, np.ndarray] = {}       # request -> shared_bound
-        self.blocked: dict[tuple, bool] = {}              # (queue, preemptible, request vector) -> blocked
+        self.blocked: dict[tuple, bool] = {}              # (queue, priority, preemptible, request vector) -> blocked
         self.domains: dict[tuple, np.ndarray] = {}        # _whole_domains per (key, grouping, size, multiple)
         self.classes: dict[int, tuple] = {}               # class -> (blocked, allowed, reach, key, grouping)
         self.podsets: dict[tuple[str, str], tuple] = {}   # (job, podset) -> (allowed nodes, grouping level)
@@ -157,10 +167,10 @@ class _Memo:
         if hit is not None:
             return hit
         state = self.state
-        bkey = (c.job.queue, c.job.preemptible, c.vec.tobytes())
+        bkey = (c.job.queue, c.job.priority, c.job.preemptible, c.vec.tobytes())
         blocked = self.blocked.get(bkey)
         if blocked is None:
-            blocked = self.blocked[bkey] = _blocked_by_queue(state, c)
+            blocked = self.blocked[bkey] = _blocked_by_queue(state, c, self.pool)
         if blocked:
             hit = self.classes[c.index] = (True, None, None, None, None)
             return hit

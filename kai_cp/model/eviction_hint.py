@@ -142,11 +142,13 @@ def val_by_index(ctx: ModelContext, index: int) -> int:
 
 
 class _Rows:
-    """Other concerns' rows the hint must keep (queue limits, model/quota.py), as running totals."""
+    """Other concerns' rows the hint must keep (queue limits, model/quota.py), as running totals.
+    A row with a negative room (a queue over its limit) binds only once it places something."""
 
     def __init__(self, rows: list, val):
         self.room = [room for _, _, room in rows]
         self.total = [sum(c * val(v) for v, c in zip(vs, cs)) for vs, cs, _ in rows]
+        self.placed = [sum(c * val(v) for v, c in zip(vs, cs) if c > 0) for vs, cs, _ in rows]
         self.of: dict[int, list[tuple[int, int]]] = {}
         for r, (vs, cs, _) in enumerate(rows):
             for v, c in zip(vs, cs):
@@ -155,13 +157,17 @@ class _Rows:
     def fits(self, changes: list[tuple[int, int]]) -> bool:
         """Whether raising each variable (index, by) keeps every row; if so, the totals follow."""
         add: dict[int, int] = {}
+        put: dict[int, int] = {}
         for index, by in changes:
             for r, c in self.of.get(index, ()):
                 add[r] = add.get(r, 0) + c * by
-        if any(self.total[r] + a > self.room[r] for r, a in add.items()):
+                if c > 0:
+                    put[r] = put.get(r, 0) + c * by
+        if any(self.total[r] + a > self.room[r] and self.placed[r] + put.get(r, 0) > 0 for r, a in add.items()):
             return False
         for r, a in add.items():
             self.total[r] += a
+            self.placed[r] += put.get(r, 0)
         return True
 
 

@@ -90,6 +90,19 @@ class Pool:
     reach: dict[tuple[str, int], np.ndarray]          # (queue, priority) -> what evictions may free, per node
     reclaimers: set[str]
 
+    def freeable_under(self, state: ClusterState, job: JobInfo, ancestor: str) -> np.ndarray:
+        """What the job's legal victims hold inside `ancestor`'s subtree, summed: the most its
+        evictions can return under that queue's limit."""
+        out = np.zeros(state.table.allocatable.shape[1], dtype=state.table.allocatable.dtype)
+        for u in self.units:
+            if _legal(u, job) and ancestor in {q.name for q in state.queue_path(u.queue)}:
+                for ps_tasks in u.node_tasks.values():
+                    for ps, ts in ps_tasks.items():
+                        if u.whole or u.surplus.get(ps):
+                            for t in ts:
+                                out += state.table.vector(t)
+        return out
+
 
 def _reclaim_ok_queues(state: ClusterState, greedy: GreedyResult, classes_queues: set[str]) -> set[str]:
     """Queues that may reclaim: below their fair share in GPUs now (gate 1's spirit)."""

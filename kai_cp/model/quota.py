@@ -5,10 +5,15 @@ every limited resource the added jobs request; non-preemptible jobs must also st
 `quota - allocatedNonPreemptible`. Resources a job does not request are not checked, as in KAI.
 Pods the cycle evicts from a queue leave its allocation, as in KAI's session (a preemptor may
 use the room its same-queue victims held under the queue's limit); victims are preemptible, so
-the non-preemptible quota gains nothing from them.
+the non-preemptible quota gains nothing from them. A queue already over its limit (a limit
+lowered, or usage from before it) keeps its exact, negative room: it places nothing unless its
+evictions bring it back under the limit with the placement, as KAI checks a job against the
+session's allocation; placing nothing, it is not made to evict.
 """
 
 from __future__ import annotations
+
+import math
 
 from ortools.sat.python import cp_model
 
@@ -43,7 +48,7 @@ class QueueQuota:
                 # GPUs in hundredths: shared pods count their portion (3.2.2)
                 unit = 100 if r == "gpu" else 1
                 if q.limit[r] != -1:
-                    self._cap(ctx, [c for c in cls], pairs_of, col, room(unit * q.limit[r], unit * q.allocated[r]),
+                    self._cap(ctx, [c for c in cls], pairs_of, col, math.floor(unit * q.limit[r] - unit * q.allocated[r]),
                               [(v, unit * int(vec[col])) for v, vec in evicted.get(qname, ()) if vec[col]])
                 if q.deserved[r] != -1:
                     np_cls = [c for c in cls if not ctx.classes[c].job.preemptible]
@@ -53,7 +58,8 @@ class QueueQuota:
     @staticmethod
     def _cap(ctx: ModelContext, cls: list[int], pairs_of: dict[int, list[int]], col: int, room: int,
              freed: list[tuple] = ()) -> None:
-        """Placed amounts within `room` plus what `freed` (variable, amount) evictions return."""
+        """Placed amounts within `room` plus what `freed` (variable, amount) evictions return; a
+        negative room binds only when something is placed."""
         variables, coeffs = [], []
         worst = 0
         centi = pair_centi_gpus(ctx) if col == 2 else None
@@ -66,10 +72,16 @@ class QueueQuota:
                 worst += amount * min(ctx.classes[c].size, int(ctx.pair_ub[p]))
                 variables.append(ctx.x[p])
                 coeffs.append(amount)
-        if worst <= room:
+        if worst <= room or not variables:
             return                    # cannot be exceeded: no constraint needed
+        placed = list(variables)
         for v, amount in freed:
             variables.append(v)
             coeffs.append(-amount)
-        ctx.model.add(cp_model.LinearExpr.weighted_sum(variables, coeffs) <= room)
+        row = ctx.model.add(cp_model.LinearExpr.weighted_sum(variables, coeffs) <= room)
+        if room < 0:
+            places = ctx.model.new_bool_var("")
+            row.only_enforce_if(places)
+            ctx.model.add(cp_model.LinearExpr.sum(placed) == 0).only_enforce_if(places.Not())
+            ctx.derive_hint(lambda: ctx.hint(places, 1 if any(ctx.hinted(v) for v in placed) else 0))
         ctx.extensions.setdefault("hint-rows", []).append((variables, coeffs, room))   # for eviction_hint
