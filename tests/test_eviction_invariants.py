@@ -17,6 +17,9 @@ and the JSON decisions, sharing no rule code with the engine, and by kai_cp.vali
   (last-start annotation + queue or plugin min-runtime) is never a victim unless elastic, and
   then keeps its minimum;
 - cp-sat never evicts more pods than greedy when both start the same jobs.
+The same rules hold on contended clusters with zones and racks (tainted and NotReady nodes among
+them) and pending gangs that require or prefer a rack or zone: a topology requirement is kept by
+every placement, pipelined ones included.
 """
 
 from __future__ import annotations
@@ -82,6 +85,21 @@ def test_eviction_invariants_hold_for_greedy(doc: dict[str, Any]) -> None:
           phases=[Phase.explicit, Phase.reuse, Phase.generate])           # no shrinking: the case is known
 @given(doc=contended_clusters())
 def test_eviction_invariants_hold_for_cpsat(doc: dict[str, Any]) -> None:
+    out = one_engine(doc, "cp-sat")
+    event(f"cp-sat engine={out['cycle']['engine']}, evictions: {bool(out['evictions'])}")
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=contended_clusters(max_nodes=6, topology=True))
+def test_eviction_invariants_hold_with_topology_for_greedy(doc: dict[str, Any]) -> None:
+    out = one_engine(doc, "greedy")
+    event(f"evictions: {bool(out['evictions'])}")
+
+
+@settings(max_examples=EXAMPLES // 4, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(doc=contended_clusters(max_nodes=6, topology=True))
+def test_eviction_invariants_hold_with_topology_for_cpsat(doc: dict[str, Any]) -> None:
     out = one_engine(doc, "cp-sat")
     event(f"cp-sat engine={out['cycle']['engine']}, evictions: {bool(out['evictions'])}")
 
