@@ -96,7 +96,7 @@ def estimated_greedy_seconds(state: ClusterState, jobs: int) -> float:
 def cycle_budget(state: ClusterState, jobs: int, time_limit: float) -> Budget:
     """The greedy engine's eviction search within the cycle's time limit (`--time-limit`: seconds
     for the whole cycle): KAI's searches replayed to the end took 127 s on bench_scale's contended
-    1,000-node cluster and over 20 minutes at 10,000 nodes, with a 1 s limit. The hint's bound
+    1,000-node cluster and over 8 minutes at 10,000 nodes, with a 1 s limit. The hint's bound
     plus what the rest of the limit allows, so the greedy engine never searches less than the
     CP-SAT cycle's fallback does."""
     extra = int(WORK_PER_SECOND * max(0.0, time_limit - estimated_greedy_seconds(state, jobs)))

@@ -89,19 +89,14 @@ class Pool:
     units: list[Unit]
     reach: dict[tuple[str, int], np.ndarray]          # (queue, priority) -> what evictions may free, per node
     reclaimers: set[str]
+    loses: np.ndarray                                  # per unit, all it may lose (summed over its nodes)
 
     def freeable_under(self, state: ClusterState, job: JobInfo, ancestor: str) -> np.ndarray:
         """What the job's legal victims hold inside `ancestor`'s subtree, summed: the most its
         evictions can return under that queue's limit."""
-        out = np.zeros(state.table.allocatable.shape[1], dtype=state.table.allocatable.dtype)
-        for u in self.units:
-            if _legal(u, job) and ancestor in {q.name for q in state.queue_path(u.queue)}:
-                for ps_tasks in u.node_tasks.values():
-                    for ps, ts in ps_tasks.items():
-                        if u.whole or u.surplus.get(ps):
-                            for t in ts:
-                                out += state.table.vector(t)
-        return out
+        mine = [u.index for u in self.units
+                if _legal(u, job) and any(q.name == ancestor for q in state.queue_path(u.queue))]
+        return self.loses[mine].sum(axis=0)
 
 
 def _reclaim_ok_queues(state: ClusterState, greedy: GreedyResult, classes_queues: set[str]) -> set[str]:
@@ -370,14 +365,16 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
         q = state.queues[u.queue]
         in_quota = q.allocated["gpu"] <= q.deserved["gpu"] or q.deserved["gpu"] == -1
         u.cost = BASE_COST + QUOTA_COST * in_quota + PRIORITY_STEP * max(0, min(PRIORITY_BANDS, u.priority // 50))
-    return Pool(units, _reach(state, units, pending), reclaimers)
+    reach, loses = _reach(state, units, pending)
+    return Pool(units, reach, reclaimers, loses)
 
 
-def _reach(state: ClusterState, units: list[Unit], pending: list[tuple[str, int]]) -> dict[tuple[str, int], np.ndarray]:
+def _reach(state: ClusterState, units: list[Unit], pending: list[tuple[str, int]]
+           ) -> tuple[dict[tuple[str, int], np.ndarray], np.ndarray]:
     """Per (queue, priority) of pending work, what evicting the units it may evict frees on each
-    node (_legal's rule). One row per (unit, node) and a mask of legal units per key, summed
-    with numpy: the loop over every key and unit was a third of the pool's time at 1,000 nodes.
-    Integer sums, so the order of the additions does not matter."""
+    node (_legal's rule), and what each unit may lose in all. One row per (unit, node) and a mask
+    of legal units per key, summed with numpy: the loop over every key and unit was a third of
+    the pool's time at 1,000 nodes. Integer sums, so the order of the additions does not matter."""
     table = state.table
     width = table.allocatable.shape[1]
     row_unit, row_node, row_len, task_vecs = [], [], [], []
@@ -423,7 +420,9 @@ def _reach(state: ClusterState, units: list[Unit], pending: list[tuple[str, int]
         np.add.at(arr, row_node_arr[rows], vecs[rows])
         if arr.any():
             reach[(q, p)] = arr
-    return reach
+    loses = np.zeros((len(units), width), dtype=table.allocatable.dtype)
+    np.add.at(loses, row_unit_arr, vecs)
+    return reach, loses
 
 
 def _preempts(u: Unit, job: JobInfo) -> bool:
