@@ -5,9 +5,12 @@ the same size, a pod restarts, and the recreated pod is in the same place next c
 (tests/fixtures/evictions/cpsat_victim_job_regrows.json: run0-1 reclaimed for pend0 while run0's
 pending run0-2 is bound on the idle GPU, then run0-2 reclaimed and run0-1 bound, every cycle).
 KAI's order never does it for a job its allocate left pending, and the model may not either:
-per victim unit, one indicator "this unit loses pods", which forbids the pending pods of its job
-that greedy did not place. Jobs greedy placed pods for are exempt (KAI's allocate may grow an
-elastic job that a later action then shrinks), so greedy's decisions stay a solution.
+per victim unit, one indicator "this unit loses pods", which forbids placing pods of its job.
+Only jobs greedy both grew and shrank are exempt (KAI's allocate may grow an elastic job that a
+later action then shrinks), so greedy's decisions stay a solution. A job greedy grew without
+shrinking is not: the model took a pod of run0 for run9 while binding run0's recreated pod in
+the limit room the eviction freed, every other cycle (tests/fixtures/evictions/
+cpsat_victim_regrows_in_freed_limit_room.json, a queue over its limit).
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ class NoVictimGrowth:
         units = ctx.extensions.get("eviction-units")
         if not units:
             return
-        pairs = ctx.extra_pairs()
+        greedy = ctx.greedy.session
+        exempt = {p.task.job for p in greedy.placements.values()} & {e.task.job for e in greedy.evictions.values()}
+        pairs: dict[str, list[int]] = {}
+        for i, c in enumerate(ctx.pair_class.tolist()):
+            name = ctx.classes[c].job.name
+            if name not in exempt:
+                pairs.setdefault(name, []).append(i)
         m = ctx.model
         for u, plan in units:
             job = u.tasks[0].job if u.tasks else None
