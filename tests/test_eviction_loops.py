@@ -230,6 +230,25 @@ def test_a_victim_does_not_regrow_in_the_limit_room_its_eviction_freed(engine: s
         assert engine == "greedy" or not lost & grown
 
 
+def test_a_job_kai_binds_on_its_nominated_node_is_not_named_the_preemptor() -> None:
+    """The same cluster one cycle on: run9, pipelined last cycle, is nominated; KAI's actions bind
+    it on node-1 and preempt run4 for run0, whose recreated pod waits on node-1 for q00's limit.
+    The model's node totals are KAI's, but decode named the first job in KAI's order bound on the
+    node, run9, the preemptor and pipelined it again, binding run0's pod in its place. A job KAI's
+    allocate binds on its nominated nodes is now the last one named (kai_cp/model/decode.py)."""
+    doc = json.loads((FIXTURES / "cpsat_victim_regrows_in_freed_limit_room.json").read_text())
+    settings = CycleSettings(engine="cp-sat", time_limit=0.3, seed=0)
+    _, snap = simulate(load_snapshot_dict(copy.deepcopy(doc)), 1, settings)
+    outs = {}
+    for engine in ("greedy", "cp-sat"):
+        out = run_cycle(build_cluster_state(load_snapshot_dict(copy.deepcopy(snap))),
+                        CycleSettings(engine=engine, time_limit=1.0, seed=0)).to_json()
+        outs[engine] = ({b["pod"] for b in out["binds"]}, {b["pod"] for b in out["pipelined"]},
+                        {(e["pod"], e["forPodGroup"]) for e in out["evictions"]})
+    assert "default/run9-0" in outs["greedy"][0]          # KAI binds the nominated job
+    assert outs["cp-sat"] == outs["greedy"]
+
+
 def test_cpsat_does_not_reclaim_back_and_forth() -> None:
     """Fixed by gate 2's last chunk being a victim job's core, as KAI orders the chunks (its pods
     above each PodSet's minimum go first): was CPSAT_RECLAIM_PING_PONG."""

@@ -89,6 +89,9 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
     eviction's preemptor waits for it as KAI's eviction actions' preemptors do."""
     state = ctx.state
     rank = {j: r for r, j in enumerate(ctx.greedy.order)}
+    # A job KAI's allocate binds on its nominated nodes keeps its binds (model/nominated.py):
+    # among the jobs bound there, it is the last to be named a preemptor and pipelined.
+    first = ctx.extensions.get("nominated-first", ())
 
     def order_on_nodes() -> dict[int, list]:
         on_node: dict[int, dict] = {}
@@ -96,7 +99,7 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
             jobs = on_node.setdefault(p.node, {})
             job = state.jobs[p.task.job]
             jobs[job.name] = (min(jobs.get(job.name, (1,))[0], 0 if p.pipelined else 1), job)
-        return {n: sorted(jobs.values(), key=lambda e: (e[0], rank.get(e[1].name, 1 << 30)))
+        return {n: sorted(jobs.values(), key=lambda e: (e[0], e[1].name in first, rank.get(e[1].name, 1 << 30)))
                 for n, jobs in on_node.items()}
     ordered = order_on_nodes()
     lines: dict = {}
