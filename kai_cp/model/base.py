@@ -106,11 +106,14 @@ class ModelContext:
         """Job -> its pairs, for the jobs greedy placed nothing for: work the model may start
         beyond KAI's decisions (the eviction rules that keep greedy's decisions a solution exempt
         the others)."""
-        placed = {p.task.job for p in self.greedy.session.placements.values()}
+        return self.pairs_by_job(excluding={p.task.job for p in self.greedy.session.placements.values()})
+
+    def pairs_by_job(self, excluding: set[str]) -> dict[str, list[int]]:
+        """Job -> its pairs, for every job not in `excluding`."""
         out: dict[str, list[int]] = {}
         for i, c in enumerate(self.pair_class.tolist()):
             name = self.classes[c].job.name
-            if name not in placed:
+            if name not in excluding:
                 out.setdefault(name, []).append(i)
         return out
 

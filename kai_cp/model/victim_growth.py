@@ -28,12 +28,8 @@ class NoVictimGrowth:
         if not units:
             return
         greedy = ctx.greedy.session
-        exempt = {p.task.job for p in greedy.placements.values()} & {e.task.job for e in greedy.evictions.values()}
-        pairs: dict[str, list[int]] = {}
-        for i, c in enumerate(ctx.pair_class.tolist()):
-            name = ctx.classes[c].job.name
-            if name not in exempt:
-                pairs.setdefault(name, []).append(i)
+        pairs = ctx.pairs_by_job(excluding={p.task.job for p in greedy.placements.values()}
+                                 & {e.task.job for e in greedy.evictions.values()})
         m = ctx.model
         for u, plan in units:
             job = u.tasks[0].job if u.tasks else None
