@@ -27,7 +27,13 @@ def human(value: Fraction, r: str) -> str:
 
 def room(bound: Fraction, used: Fraction) -> int:
     """Whole units still allowed under a quota or limit (0 once it is reached or exceeded)."""
-    return max(0, math.floor(bound - used))
+    return max(0, exact_room(bound, used))
+
+
+def exact_room(bound: Fraction, used: Fraction) -> int:
+    """Whole units left under a quota or limit, negative once it is exceeded (what evictions
+    must return before anything more may be placed)."""
+    return math.floor(bound - used)
 
 
 @dataclass(frozen=True)

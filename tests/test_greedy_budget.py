@@ -36,9 +36,14 @@ def placements(session) -> list[tuple[str, int, bool]]:
     return sorted((k, p.node, p.pipelined) for k, p in session.placements.items())
 
 
-def test_a_short_limit_stops_the_greedy_search_and_says_so(state, monkeypatch) -> None:
+@pytest.fixture
+def small_rates(monkeypatch) -> None:
+    """A 48-node cluster's search, bounded as a 10,000-node one's is."""
     monkeypatch.setattr(pipeline, "HINT_WORK_SMALL", 1_000)
     monkeypatch.setattr(pipeline, "WORK_PER_SECOND", 1_000)
+
+
+def test_a_short_limit_stops_the_greedy_search_and_says_so(state, small_rates) -> None:
     short = run_cycle(state, CycleSettings(engine="greedy", time_limit=0.01, now=NOW))
     assert any(o.budget_spent for o in short.actions.values())
     why = [m for o in short.actions.values() for m in o.failed.values() if "work budget" in m]
@@ -50,9 +55,7 @@ def test_a_short_limit_stops_the_greedy_search_and_says_so(state, monkeypatch) -
     assert len(longer.session.evictions) > len(short.session.evictions)
 
 
-def test_a_limit_long_enough_gives_kai_s_whole_search(state, monkeypatch) -> None:
-    monkeypatch.setattr(pipeline, "HINT_WORK_SMALL", 1_000)
-    monkeypatch.setattr(pipeline, "WORK_PER_SECOND", 1_000)
+def test_a_limit_long_enough_gives_kai_s_whole_search(state, small_rates) -> None:
     whole = run_greedy(state, NOW)
     cycle = run_cycle(state, CycleSettings(engine="greedy", time_limit=100.0, now=NOW))
     assert not any(o.budget_spent for o in cycle.actions.values())

@@ -10,11 +10,9 @@ class. Classes that a queue limit or non-preemptible quota rules out entirely ge
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from kai_cp.capacity import room
+from kai_cp.capacity import exact_room, room
 from kai_cp.gpu_sharing import SharedLedger, shared_bound
 from kai_cp.actions.allocate import GreedyResult
 from kai_cp.mig import types_of
@@ -99,7 +97,7 @@ def _blocked_by_queue(state: ClusterState, c: PodClass, pool=None) -> bool:
                     return True
                 if q.name not in freeable:
                     freeable[q.name] = pool.freeable_under(state, c.job, q.name)
-                if math.floor(q.limit[r] - q.allocated[r]) + int(freeable[q.name][col]) < c.vec[col]:
+                if exact_room(q.limit[r], q.allocated[r]) + int(freeable[q.name][col]) < c.vec[col]:
                     return True
             if not c.job.preemptible and q.deserved[r] != -1 and room(q.deserved[r], q.allocated_np[r]) < c.vec[col]:
                 return True

@@ -13,11 +13,9 @@ session's allocation; placing nothing, it is not made to evict.
 
 from __future__ import annotations
 
-import math
-
 from ortools.sat.python import cp_model
 
-from kai_cp.capacity import room
+from kai_cp.capacity import exact_room, room
 from kai_cp.model.base import ModelContext
 from kai_cp.model.utilisation import pair_centi_gpus
 from kai_cp.queues import RESOURCES
@@ -48,7 +46,7 @@ class QueueQuota:
                 # GPUs in hundredths: shared pods count their portion (3.2.2)
                 unit = 100 if r == "gpu" else 1
                 if q.limit[r] != -1:
-                    self._cap(ctx, [c for c in cls], pairs_of, col, math.floor(unit * q.limit[r] - unit * q.allocated[r]),
+                    self._cap(ctx, [c for c in cls], pairs_of, col, exact_room(unit * q.limit[r], unit * q.allocated[r]),
                               [(v, unit * int(vec[col])) for v, vec in evicted.get(qname, ()) if vec[col]])
                 if q.deserved[r] != -1:
                     np_cls = [c for c in cls if not ctx.classes[c].job.preemptible]
