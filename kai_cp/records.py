@@ -151,6 +151,7 @@ class GroupRecord:
     topology_constraint: object
     names_topology: bool                    # a constraint of the job or a sub-group names a topology
     stale_since: float | None
+    stale_annotated: bool                   # the annotation is there (readable or not)
     last_start: float | None
     warnings: tuple[ObjectWarning, ...]     # unreadable time annotations, reported every cycle
     pod_group: object
@@ -216,4 +217,5 @@ def group_record(pg) -> GroupRecord:
         names_topology=spec is not None and any(
             c is not None and bool(c.topology)
             for c in [spec.topology_constraint, *(s.topology_constraint for s in spec.sub_groups or [])]),
-        stale_since=stale, last_start=last, warnings=tuple(warnings), pod_group=pg)
+        stale_since=stale, stale_annotated=STALE_ANNOTATION in (pg.metadata.annotations or {}), last_start=last,
+        warnings=tuple(warnings), pod_group=pg)

@@ -31,29 +31,46 @@ class NodeSet:
 
 
 def _domain_sums(tree: TopologyTree, level: int, values: np.ndarray) -> np.ndarray:
-    """Per-domain sums of per-node values (zero on nodes outside the view), by one bincount over
-    every node in node order: each sum adds the same values in the same order as a sum over the
-    view's nodes alone, plus exact zeros, so it is the same float (and the rint the same integer).
-    The cells are the tree's, cached: no per-call index of the view's nodes."""
-    n = tree.count(level)
-    if values.ndim == 1:
-        return np.rint(np.bincount(_cells(tree, level, 0), weights=values, minlength=n + 1)[:n]).astype(np.int64)
-    cols = values.shape[1]
-    # one bincount over (domain, column) cells: each cell adds the same values in the same node
-    # order as a per-column bincount, in one pass
-    sums = np.bincount(_cells(tree, level, cols), weights=values.ravel(), minlength=(n + 1) * cols)[:n * cols]
-    return np.rint(sums).astype(np.int64).reshape(n, cols)
+    """Per-domain sums of per-node integer values (zero on nodes outside the view), exact: one
+    `reduceat` over the tree's member nodes grouped by domain (cached per tree and level)."""
+    nodes, starts = _runs(tree, level)
+    if not len(nodes):
+        return np.zeros((tree.count(level),) + values.shape[1:], dtype=np.int64)
+    return np.add.reduceat(values[nodes], starts, axis=0)
 
 
-def _cells(tree: TopologyTree, level: int, cols: int) -> np.ndarray:
-    """Per node (and column, when cols > 0), its bincount cell at a level: domain * cols + column;
-    nodes outside the tree count in one spare domain after the last. Once per tree, level and width."""
-    cache = tree.__dict__.setdefault("_cells", {})
-    out = cache.get((level, cols))
+def _parent_sums(tree: TopologyTree, level: int, child: np.ndarray) -> np.ndarray:
+    """Sums at `level` from the sums one level down: each domain is the union of its children,
+    so a domain's sum is its children's (exact integers, in any order), from a few hundred
+    rows rather than every node."""
+    if not len(child):
+        return np.zeros((tree.count(level),) + child.shape[1:], dtype=np.int64)
+    order, starts = _child_runs(tree, level + 1)
+    return np.add.reduceat(child[order], starts, axis=0)
+
+
+def _runs(tree: TopologyTree, level: int) -> tuple[np.ndarray, np.ndarray]:
+    """The member nodes ordered by their domain at a level, and where each domain's run starts
+    (every domain has a member node). Once per tree and level."""
+    cache = tree.__dict__.setdefault("_runs", {})
+    out = cache.get(level)
     if out is None:
         dom = tree.domain_of(level)
-        dom = np.where(dom >= 0, dom, tree.count(level))
-        out = cache[(level, cols)] = dom if cols == 0 else (dom[:, None] * cols + np.arange(cols)).ravel()
+        nodes = np.flatnonzero(dom >= 0)
+        nodes = nodes[np.argsort(dom[nodes], kind="stable")]
+        out = cache[level] = (nodes, np.searchsorted(dom[nodes], np.arange(tree.count(level))))
+    return out
+
+
+def _child_runs(tree: TopologyTree, level: int) -> tuple[np.ndarray, np.ndarray]:
+    """A level's domains ordered by their parent one level up (the root above level 0), and
+    where each parent's run starts (every domain has a child). Once per tree and level."""
+    cache = tree.__dict__.setdefault("_child_runs", {})
+    out = cache.get(level)
+    if out is None:
+        parent = tree.parent[level] if level > 0 else np.zeros(tree.count(level), dtype=np.int64)
+        order = np.argsort(parent, kind="stable")
+        out = cache[level] = (order, np.searchsorted(parent[order], np.arange(tree.count(level - 1))))
     return out
 
 
@@ -83,11 +100,12 @@ def allocatable_pods(free: np.ndarray, max_pod: np.ndarray, n_tasks: int) -> np.
 
 
 class DomainView:
-    """Free capacity of one tree's domains, for one scope's tasks, at one moment of the session."""
+    """Free capacity of one tree's domains, for one scope's tasks, at one moment of the session.
+    Sums are taken over nodes at the `deepest` level asked for, and upwards from there."""
 
     def __init__(self, tree: TopologyTree, valid: np.ndarray, free: np.ndarray,
-                 demand: np.ndarray, max_pod: np.ndarray | None, n_tasks: int):
-        self.tree, self.valid = tree, valid
+                 demand: np.ndarray, max_pod: np.ndarray | None, n_tasks: int, deepest: int = ROOT):
+        self.tree, self.valid, self.deepest = tree, valid, deepest
         self.demand, self.n_tasks = demand, n_tasks
         self.need = demand > 0
         self.free = free
@@ -97,17 +115,16 @@ class DomainView:
         self._pods: dict[int, np.ndarray] = {}
 
     def sums(self, level: int) -> np.ndarray:
-        s = self._sums.get(level)
-        if s is None:
-            s = self._sums[level] = _domain_sums(self.tree, level, self.free)
-        return s
+        return self._level(self._sums, level, self.free)
 
     def pod_counts(self, level: int) -> np.ndarray | None:
-        if self.pods is None:
-            return None
-        s = self._pods.get(level)
+        return None if self.pods is None else self._level(self._pods, level, self.pods)
+
+    def _level(self, cache: dict[int, np.ndarray], level: int, values: np.ndarray) -> np.ndarray:
+        s = cache.get(level)
         if s is None:
-            s = self._pods[level] = _domain_sums(self.tree, level, self.pods)
+            s = cache[level] = (_domain_sums(self.tree, level, values) if level >= self.deepest else
+                                _parent_sums(self.tree, level, self._level(cache, level + 1, values)))
         return s
 
     def ratio(self, level: int) -> np.ndarray:
@@ -149,11 +166,10 @@ def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: S
             return [], f"no node with label {tree.levels[0]} can take the first pod"
         return [NodeSet(valid & (dom == dom[node]), tree.domain_name(0, int(dom[node])), None)], None
     demand, max_pod = scope_demand(state, tasks)
-    # row-major, whatever the session's layout: _domain_sums' bincount reads it in row order, and
-    # a column-major copy's ravel costs more per level than this copy once per view
+    # row-major, whatever the session's layout: _domain_sums gathers whole rows
     free = np.zeros(session.free.shape, dtype=session.free.dtype)
     np.copyto(free, session.free, where=valid[:, None])
-    view = DomainView(tree, valid, free, demand, max_pod, len(tasks))
+    view = DomainView(tree, valid, free, demand, max_pod, len(tasks), deepest=c.lowest)
     start_level, start = _start_domain(tree, valid, c.lowest)
     if not bool(view.fits(start_level)[start]):
         where = "the cluster" if start_level == ROOT else tree.domain_name(start_level, start)

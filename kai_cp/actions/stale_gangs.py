@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from kai_cp.errors import ObjectWarning
-from kai_cp.jobs import ACTIVE_ALLOCATED, ACTIVE_USED, DEFAULT_PODSET, SUCCEEDED, JobInfo, TaskInfo
+from kai_cp.jobs import ACTIVE_ALLOCATED, ACTIVE_USED, DEFAULT_PODSET, JobInfo, TaskInfo
 from kai_cp.session import Session
 from kai_cp.state import STALE_ANNOTATION, ClusterState
 from models.duration import duration_seconds
@@ -104,24 +104,17 @@ def stale_event(job: JobInfo, session: Session) -> str:
 def is_stale(job: JobInfo, session: Session) -> bool:
     """KAI's IsStale on the session's statuses: no pod succeeded, some pod active-used, and some
     PodSet below its minimum of active-used pods."""
-    # A job this cycle left alone has its snapshot statuses: read them without the session
-    # (every job of the cluster is checked each cycle; 40,000 at 10,000 nodes, issue 9).
-    status = session.status if job.name in session.job_version else None
+    if job.name not in session.job_version:
+        return job.stale_in_snapshot     # a job this cycle left alone: counted at state build
+    if job.succeeded:
+        return False
+    status = session.status
     total, below = 0, False
     for ps in job.podsets.values():
-        active = 0
-        for t in ps.tasks:
-            if t.status == SUCCEEDED:
-                return False
-            if (t.status if status is None else status(t)) in ACTIVE_USED:
-                active += 1
+        active = sum(1 for t in ps.tasks if status(t) in ACTIVE_USED)
         total += active
         below = below or active < ps.min_available
     return total > 0 and below
-
-
-def _annotated(job: JobInfo) -> bool:
-    return job.pod_group is not None and STALE_ANNOTATION in (job.pod_group.metadata.annotations or {})
 
 
 def grace_seconds(job: JobInfo, state: ClusterState, warnings: list[ObjectWarning]) -> float:
@@ -144,10 +137,14 @@ def grace_seconds(job: JobInfo, state: ClusterState, warnings: list[ObjectWarnin
 def run_stale_gang_eviction(state: ClusterState, session: Session, now: float) -> StaleOutcome:
     """Evict the remaining pods of gangs stale for at least their grace period (spec 6.6)."""
     out = StaleOutcome(now)
-    # Only stale jobs and jobs carrying the annotation have anything to decide (sorted after
-    # the filter: sorting every job of a big cluster cost more than the check).
-    checked = [(job, is_stale(job, session)) for job in state.jobs.values()]
-    for job, stale in sorted(((j, s) for j, s in checked if s or _annotated(j)),
+    # Only stale jobs and jobs carrying the annotation have anything to decide: those of the
+    # snapshot (found at state build) and those this cycle changed, not every job of the cluster.
+    jobs = {j.name: j for j in state.stale_watch}
+    for name in session.job_version:
+        if name in state.jobs:
+            jobs.setdefault(name, state.jobs[name])
+    checked = [(job, is_stale(job, session)) for job in jobs.values()]
+    for job, stale in sorted(((j, s) for j, s in checked if s or j.stale_annotated),
                              key=lambda js: (js[0].namespace, js[0].name)):
         if not stale:       # annotated but recovered (or an unparseable value): the annotation goes
             out.jobs[job.name] = StaleJob(job.name, job.namespace, None, None, True, None)
