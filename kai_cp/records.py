@@ -186,11 +186,11 @@ def parse_rfc3339(text: str) -> float | None:
         return None
 
 
-def annotation_time(pg, key: str, meaning: str, warnings: list | None) -> float | None:
+def annotation_time(pg, annotations: dict, key: str, meaning: str, warnings: list | None) -> float | None:
     """A PodGroup time annotation KAI reads back each cycle: the last start (min-runtime, spec
     6.7) and the stale-since time (6.6). An unreadable value counts as unset, with a warning that
     says what that means for the job; Go's zero time is unset."""
-    raw = (pg.metadata.annotations or {}).get(key)
+    raw = annotations.get(key)
     if not raw:
         return None
     value = parse_rfc3339(raw)
@@ -204,8 +204,9 @@ def group_record(pg) -> GroupRecord:
     spec = pg.spec
     podsets, problems = podsets_of(pg)
     warnings: list[ObjectWarning] = []
-    stale = annotation_time(pg, STALE_ANNOTATION, "treated as unset", warnings)
-    last = annotation_time(pg, LAST_START_ANNOTATION, "the job is not protected by min-runtime", warnings)
+    annotations = pg.metadata.annotations or {}
+    stale = annotation_time(pg, annotations, STALE_ANNOTATION, "treated as unset", warnings)
+    last = annotation_time(pg, annotations, LAST_START_ANNOTATION, "the job is not protected by min-runtime", warnings)
     return GroupRecord(
         name=pg.metadata.name, namespace=pg.metadata.namespace or "default", uid=pg.metadata.uid or "",
         queue=(spec.queue or "") if spec is not None else "",
@@ -217,5 +218,5 @@ def group_record(pg) -> GroupRecord:
         names_topology=spec is not None and any(
             c is not None and bool(c.topology)
             for c in [spec.topology_constraint, *(s.topology_constraint for s in spec.sub_groups or [])]),
-        stale_since=stale, stale_annotated=STALE_ANNOTATION in (pg.metadata.annotations or {}), last_start=last,
+        stale_since=stale, stale_annotated=STALE_ANNOTATION in annotations, last_start=last,
         warnings=tuple(warnings), pod_group=pg)
