@@ -25,9 +25,10 @@ def not_ready_message(job: JobInfo) -> str:
 
 def unschedulable(state: ClusterState, greedy: GreedyResult, session: Session, engine: str) -> list[dict]:
     out: list[dict] = []
-    for job in sorted(state.jobs.values(), key=lambda j: j.name):
-        if not job.notes and not job.waiting:
-            continue
+    # the jobs with waiting pods (listed at state build) or notes: sorting every job of a big
+    # cluster to skip most of them cost more than the rest of the report
+    jobs = state.waiting_jobs + [j for j in state.jobs.values() if j.notes and not j.waiting]
+    for job in sorted(jobs, key=lambda j: j.name):
         left = [t for t in job.waiting if t.key not in session.placements]
         if not left and not job.notes:
             continue

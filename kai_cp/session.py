@@ -29,6 +29,18 @@ class Placement:
     ledger_pipelined: bool = False             # how the shared-GPU ledger recorded it (undo exactly that)
 
 
+class _Zeros(dict):
+    """Read-only zero vectors by length: what a bound placement takes from releasing capacity."""
+
+    def __missing__(self, n: int) -> np.ndarray:
+        z = self[n] = np.zeros(n, dtype=np.int64)
+        z.flags.writeable = False
+        return z
+
+
+_NOTHING = _Zeros()
+
+
 @dataclass
 class Eviction:
     """A running pod an eviction action takes away (spec 6.2.5): it releases on its node."""
@@ -148,12 +160,18 @@ class Session:
             # KAI's pipeline operation (1.5): Releasing -= res, Idle untouched, even when the
             # task would fit on idle (an eviction scenario's simulation, 6.2.4).
             pipelined, from_rel = True, vec
-        else:
+        elif pipelined:
             # A pipelined task consumes releasing capacity first, then idle, so that a later
             # bind never counts on capacity a pipelined task was promised.
-            from_rel = np.minimum(vec, np.maximum(self.releasing[node], 0)) if pipelined else np.zeros_like(vec)
-        self.releasing[node] -= from_rel
-        self.idle[node] -= vec - from_rel
+            from_rel = np.minimum(vec, np.maximum(self.releasing[node], 0))
+        else:
+            from_rel = None
+        if from_rel is None:        # bound: idle only (most placements; two array updates fewer)
+            from_rel = _NOTHING[len(vec)]
+            self.idle[node] -= vec
+        else:
+            self.releasing[node] -= from_rel
+            self.idle[node] -= vec - from_rel
         self.free[node] -= vec
         self.touched.add(node)
         p = Placement(task, node, pipelined, from_rel, vec, tuple(gpu_groups), pipelined)

@@ -53,6 +53,7 @@ class ClusterState:
     # Jobs stale in the snapshot or carrying the stale-gang annotation: with those a cycle
     # changes, all that stale-gang eviction has to decide about (40,000 jobs at 10,000 nodes).
     stale_watch: list[JobInfo] = field(default_factory=list)
+    waiting_jobs: list[JobInfo] = field(default_factory=list)          # jobs with a pending or gated pod, job order
 
     def queue_path(self, queue: str) -> list[QueueInfo]:
         return ancestors(self.queues, queue)
@@ -64,7 +65,7 @@ class ClusterState:
         cached = self.__dict__.get("_schedulable")
         if cached is None:
             cached = self.__dict__["_schedulable"] = [
-                j for j in self.jobs.values() if j.waiting and not j.problems and j.has_pending() and j.is_ready()
+                j for j in self.waiting_jobs if not j.problems and j.has_pending() and j.is_ready()
                 and j.queue in self.queues and self.queues[j.queue].is_leaf]
         return list(cached)
 
@@ -292,10 +293,13 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
         workload[kind_of[k]] += n
     table.finalize_shared()
     stale_watch: list[JobInfo] = []
+    waiting_jobs: list[JobInfo] = []
     for job in jobs.values():
         job.tally(table.index)    # the snapshot's statuses every action and the report read, once
         if job.stale_in_snapshot or job.stale_annotated:
             stale_watch.append(job)
+        if job.waiting:
+            waiting_jobs.append(job)
 
     pod_index = PodAffinityIndex([n.labels for n in nodes], lambda: [
         ExistingPod(t.pod.metadata.labels or {}, t.namespace, node_by_name[t.node].index, anti_terms(t.pod.spec))
@@ -313,7 +317,7 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
     return ClusterState(config=cfg, nodes=nodes, table=table, predicates=PredicateCache(nodes, pod_index), queues=queues,
                         jobs=jobs, tasks=tasks, total=total, warnings=warnings, orphan_groups=orphan_groups,
                         snapshot=snap, legacy_mig_nodes=legacy_nodes, workload=workload, topologies=trees,
-                        gpu_memory_divisor=divisor, stale_watch=stale_watch)
+                        gpu_memory_divisor=divisor, stale_watch=stale_watch, waiting_jobs=waiting_jobs)
 
 
 def gpu_memory_divisor(nodes: list[NodeInfo]) -> int:

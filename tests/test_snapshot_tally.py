@@ -74,6 +74,7 @@ def check_tally(doc: dict[str, Any]) -> None:
             assert ps.active_used == sum(1 for t in ps.tasks if t.status in ACTIVE_USED)
             assert ps.on_nodes(index) == [t for t in ps.tasks if t.status in ACTIVE_ALLOCATED and t.node in index]
     assert state.stale_watch == [j for j in state.jobs.values() if stale_by_definition(j, empty) or annotated(j)]
+    assert state.waiting_jobs == [j for j in state.jobs.values() if j.waiting]
 
 
 @SETTINGS

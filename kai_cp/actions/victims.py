@@ -641,11 +641,10 @@ class JobSolver:
         s, queues = self.session, self.state.queues
         cands = self.state.__dict__.get("_pending_candidates")
         if cands is None:        # the jobs with pending pods never change within a cycle: once per state
-            # (j.waiting, cached, first: most jobs have no waiting pod, and their PodSets need no
-            # pending list sorted)
+            # (the jobs with waiting pods, listed at state build: most jobs have none)
             cands = self.state.__dict__["_pending_candidates"] = [
-                (j, frozenset(t.key for ps in j.podsets.values() for t in ps.pending)) for j in self.state.jobs.values()
-                if j.waiting and j.queue in queues and queues[j.queue].is_leaf and any(ps.pending for ps in j.podsets.values())]
+                (j, frozenset(t.key for ps in j.podsets.values() for t in ps.pending)) for j in self.state.waiting_jobs
+                if j.queue in queues and queues[j.queue].is_leaf and any(ps.pending for ps in j.podsets.values())]
         placed = s.placements.keys()
         return [j for j, keys in cands if not placed >= keys]      # not every pending pod placed
 
