@@ -57,6 +57,25 @@ def spread_scores(free_col: np.ndarray, capacity_col: np.ndarray) -> np.ndarray:
     return s
 
 
+def _node_arrays(state: ClusterState) -> tuple:
+    """The node table's fixed arrays a Fitter reads, once per state (each action makes a Fitter;
+    per-node lists over 10,000 nodes each time)."""
+    cached = state.__dict__.get("_fit_arrays")
+    if cached is None:
+        t = state.table
+        cached = state.__dict__["_fit_arrays"] = (
+            np.asfortranarray(t.allocatable),       # column-major like the session's arrays (rows_fit)
+            np.array([n.gpu_count or n.capacity.get("gpu", 0) for n in state.nodes], dtype=np.int64),
+            t.allocatable[:, 2] == 0,
+            t.allocatable.max(axis=0) if len(state.nodes) else np.zeros(len(t.resources), dtype=np.int64),
+            {col: np.nonzero(t.allocatable[:, col] > 0)[0] for col in (0, 2)},
+            np.array([n.gpu_memory_synced for n in state.nodes], dtype=bool))
+        for a in (*cached[:4], *cached[4].values(), cached[5]):
+            if a.base is None:          # made here: read-only, every Fitter of the state shares them
+                a.flags.writeable = False
+    return cached
+
+
 class Fitter:
     """Vectorised fit and node choice for the tasks of one session.
 
@@ -72,17 +91,12 @@ class Fitter:
         # free capacity, only by its static predicates.
         self.growing = growing
         self.nominated_bonus = True     # KAI's nominatednode score; off while kai-cp serves nominated jobs first
-        t = state.table
-        self.alloc = np.asfortranarray(t.allocatable)     # column-major like the session's arrays (rows_fit)
-        self.gpu_capacity = np.array([n.gpu_count or n.capacity.get("gpu", 0) for n in state.nodes], dtype=np.int64)
-        self.cpu_only_node = (t.allocatable[:, 2] == 0)
-        self.max_alloc = t.allocatable.max(axis=0) if len(state.nodes) else np.zeros(len(t.resources), dtype=np.int64)
-        self.has = {col: np.nonzero(t.allocatable[:, col] > 0)[0] for col in (0, 2)}
+        (self.alloc, self.gpu_capacity, self.cpu_only_node, self.max_alloc, self.has,
+         self.synced) = _node_arrays(state)
         self._subsets: dict[tuple, np.ndarray] = {}
         self._pre_ok: dict[int, object] = {}         # id(request) -> request, for requests that pass
         self.pod_affinity_scoring = "podaffinity" in state.config.plugins    # off in KAI's default config
         self.types = types_of(state)
-        self.synced = np.array([n.gpu_memory_synced for n in state.nodes], dtype=bool)
         # gpusharingorder (5.4): KAI's operator registers it exactly when GPUs are placed binpack.
         self.sharing_order = state.config.gpu_placement != "spread"
 

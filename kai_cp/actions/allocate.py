@@ -90,8 +90,9 @@ class Allocator:
         self._failed: dict[tuple, tuple] = {}       # job shape -> (session log length, how it failed)
         self._failure: tuple | None = None
         self._explain = True                          # work out why a task fits nowhere (attempt_tasks)
-        # In-cycle anti-affinity can only involve pods this cycle places: pending ones.
-        self.anti = any(carries_anti_affinity(t) for t in state.tasks if t.status == PENDING)
+        # In-cycle anti-affinity can only involve pods this cycle places: pending ones (of the
+        # jobs with waiting pods, not a scan of every pod per action).
+        self.anti = any(carries_anti_affinity(t) for j in state.waiting_jobs for t in j.waiting if t.status == PENDING)
 
     def _in_cycle_mask(self, task: TaskInfo, mask: np.ndarray | None) -> np.ndarray | None:
         """Narrow the nodes by anti-affinity with pods placed earlier in this cycle (both directions)."""
