@@ -36,6 +36,9 @@ from kai_cp.state import ClusterState
 # What the build takes per chosen pair after choosing them, from below: 31 us measured on
 # topo-512-s1, 40-110 us on the other differential, example and benchmark snapshots.
 BUILD_SECONDS_PER_PAIR = 25e-6
+# The victim pool looks at every job of the cluster: 22-24 us per job measured (bench_scale's
+# 1,000 and 10,000 nodes); from below, so a pool that could end in time is always started.
+POOL_SECONDS_PER_JOB = 10e-6
 
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
 CONSTRAINTS: tuple[Concern, ...] = (Evictions(), NodeCapacity(), Gang(), EvictionFocus(), NoPriorityInversion(),
@@ -64,10 +67,10 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
 
     classes = build_classes(state, greedy)
     greedy_nodes = compact(state, greedy, classes, greedy_class_nodes(greedy, classes))   # the hint
+    check(POOL_SECONDS_PER_JOB * len(state.jobs) if evictions else 0.0)
+    pool = build_pool(state, greedy, pending_keys(classes), check) if evictions else None
     check()
-    pool = build_pool(state, greedy, pending_keys(classes)) if evictions else None
-    check()
-    pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes, pair_budget, greedy_nodes, pool)
+    pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes, pair_budget, greedy_nodes, pool, check)
     check(BUILD_SECONDS_PER_PAIR * len(pair_ub))
     model = cp_model.CpModel()
     ctx = ModelContext(state=state, greedy=greedy, model=model, classes=classes, pair_class=pair_class,

@@ -10,6 +10,8 @@ class. Classes that a queue limit or non-preemptible quota rules out entirely ge
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from kai_cp.capacity import exact_room, room
@@ -125,18 +127,20 @@ def _whole_domains(nodes: np.ndarray, ub: np.ndarray, grouping, size: int, multi
 
 
 def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None = None,
-                 greedy_nodes: dict[int, list[int]] | None = None, pool=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 greedy_nodes: dict[int, list[int]] | None = None, pool=None,
+                 check: Callable[[], None] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Candidates with wide neighbourhoods while the model stays small, narrow ones beyond.
     Measured on fragmented clusters (bench/bench_fragmentation.py, one solver worker): wide 6x
     instead of 3x places more GPUs than greedy in 14 instead of 13 of 20 200-node seeds and
     starts 1,277 instead of 1,270 gangs; on 1,000 nodes (narrow 1.5x) the outcome is the same,
     and a 3x narrow model or a doubled pair budget leaves the solver too little time on the
-    oversubscribed 1,000-node benchmark (bench/bench_cycle.py)."""
+    oversubscribed 1,000-node benchmark (bench/bench_cycle.py). `check` is called per class: it
+    raises when the cycle's time is up (a selection over 10,000 nodes takes about a second)."""
     memo = _Memo(state, pool)
-    wide = _select(state, greedy, classes, budget, greedy_nodes, CAPACITY_MULTIPLE, MIN_NODES_PER_CLASS, memo)
+    wide = _select(state, greedy, classes, budget, greedy_nodes, CAPACITY_MULTIPLE, MIN_NODES_PER_CLASS, memo, check)
     if budget is None or len(wide[0]) <= WIDE_SHARE * budget:
         return wide
-    return _select(state, greedy, classes, budget, greedy_nodes, NARROW_MULTIPLE, 1, memo)
+    return _select(state, greedy, classes, budget, greedy_nodes, NARROW_MULTIPLE, 1, memo, check)
 
 
 class _Memo:
@@ -187,8 +191,8 @@ class _Memo:
 
 
 def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None,
-            greedy_nodes: dict[int, list[int]] | None, multiple: float, min_nodes: int, memo: _Memo
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            greedy_nodes: dict[int, list[int]] | None, multiple: float, min_nodes: int, memo: _Memo,
+            check: Callable[[], None] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(class index, node index, upper bound) per candidate pair.
 
     Classes of jobs greedy started come first (they must stay placeable), then the others in
@@ -212,6 +216,8 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
     for c in sorted(classes, key=lambda c: (c.job.name not in started, c.index)):
         if c.job.name not in started and budget is not None and used >= budget:
             break
+        if check is not None:
+            check()
         blocked, allowed, reach, key, grouping = memo.of_class(c)
         if blocked:
             continue
