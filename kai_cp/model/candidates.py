@@ -209,7 +209,7 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         greedy_nodes = greedy_class_nodes(greedy, classes)
 
     cls_out, node_out, ub_out = [], [], []
-    rows = class_rows(state, free0, classes, greedy)
+    rows = class_rows(state, free0, classes, greedy, check)
     walk = walked(state)
     started = greedy.started_jobs
     used = 0

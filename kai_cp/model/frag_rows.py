@@ -16,6 +16,8 @@ on greedy's nodes) gave gpushare100 82.80 %: their CPU is what strands GPUs ther
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from kai_cp.fragmentation import FULL, Devices, FragIndex, Mix, devices_of, kai_slot_deltas, workload_mix
@@ -218,12 +220,14 @@ class _Walk:
 SHARING_BONUS = 1e9     # the walk ranks joinable nodes first, as gpu_sharing.SHARING_ORDER does
 
 
-def class_rows(state, free: np.ndarray, classes, greedy) -> dict[int, np.ndarray] | None:
+def class_rows(state, free: np.ndarray, classes, greedy, check: Callable[[], None] | None = None
+               ) -> dict[int, np.ndarray] | None:
     """Per pod class (in KAI's order), the rise in fragmentation per node once the classes before
     it took their least-fragmenting nodes: one cycle places many pods, and measuring each against
     the cycle start alone sends them all to the same few nodes. Classes whose nodes depend on more
     than their own fit (topology scopes, anti-affinity among this cycle's pods) take greedy's
-    nodes in the walk. The walk's own choices are kept (state cache) for `walk_hint`."""
+    nodes in the walk. The walk's own choices are kept (state cache) for `walk_hint`. `check` is
+    called per class: it raises when the cycle's time is up (a second at 10,000 nodes)."""
     cached = state.__dict__.get("_frag_rows")
     if cached is not None and cached[0] is classes:
         return cached[1]
@@ -241,6 +245,8 @@ def class_rows(state, free: np.ndarray, classes, greedy) -> dict[int, np.ndarray
     rows: dict[int, np.ndarray] = {}
     placed: dict[int, list] = {}
     for c in classes:
+        if check is not None:
+            check()
         req = c.tasks[0].request
         if walk is None or not walk.open:
             rows[c.index] = class_deltas(state, free, req)
