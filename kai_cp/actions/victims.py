@@ -91,14 +91,14 @@ def _snapshot_victims(state: ClusterState) -> dict[str, Victim]:
     by_queue: dict[str, list[Victim]] = {}
     state.__dict__["_snapshot_by_queue"] = by_queue
     # Every preemptible job of the snapshot (30,000 at 10,000 nodes): its pods on nodes were
-    # tallied at state build (PodSet.tally), this is per job.
+    # tallied at state build (JobInfo.tally), this is per job.
     for j in state.jobs.values():
         if not j.preemptible:
             continue
         podsets = j.podsets
         if len(podsets) == 1:          # most jobs: no list to join
-            for ps in podsets.values():
-                mine = ps.on_nodes(index)
+            (ps,) = podsets.values()
+            mine = ps.on_nodes(index)
             if not mine:
                 continue
             n, m = len(mine), ps.min_available
