@@ -62,21 +62,22 @@ class PodSet:
     def count(self, statuses: frozenset[str]) -> int:
         return sum(1 for t in self.tasks if t.status in statuses)
 
+    def _count_once(self, key: str, statuses: frozenset[str]) -> int:
+        """A count of the snapshot's statuses (fixed for the cycle), once (JobInfo.tally sets it)."""
+        cached = self.__dict__.get(key)
+        if cached is None:
+            cached = self.__dict__[key] = self.count(statuses)
+        return cached
+
     @property
     def active_allocated(self) -> int:
-        """Active-allocated tasks in the snapshot (fixed for the cycle, so computed once)."""
-        cached = self.__dict__.get("_active")
-        if cached is None:
-            cached = self.__dict__["_active"] = self.count(ACTIVE_ALLOCATED)
-        return cached
+        """Active-allocated tasks in the snapshot."""
+        return self._count_once("_active", ACTIVE_ALLOCATED)
 
     @property
     def active_used(self) -> int:
         """Active-used tasks in the snapshot (KAI's staleness counts these)."""
-        cached = self.__dict__.get("_used")
-        if cached is None:
-            cached = self.__dict__["_used"] = self.count(ACTIVE_USED)
-        return cached
+        return self._count_once("_used", ACTIVE_USED)
 
     def on_nodes(self, known: Container[str]) -> list[TaskInfo]:
         """Active-allocated tasks of the snapshot bound to one of the cycle's nodes (`known`),
