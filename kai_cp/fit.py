@@ -7,6 +7,7 @@ nowhere are computed only when it fails, and summarised the way KAI's fit errors
 from __future__ import annotations
 
 from collections import Counter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -57,21 +58,31 @@ def spread_scores(free_col: np.ndarray, capacity_col: np.ndarray) -> np.ndarray:
     return s
 
 
-def _node_arrays(state: ClusterState) -> tuple:
-    """The node table's fixed arrays a Fitter reads, once per state (each action makes a Fitter;
-    per-node lists over 10,000 nodes each time)."""
+class _NodeArrays(NamedTuple):
+    """The node table's fixed arrays a Fitter reads (read-only: every Fitter of a state shares them)."""
+    alloc: np.ndarray               # allocatable, column-major like the session's arrays (rows_fit)
+    gpu_capacity: np.ndarray
+    cpu_only_node: np.ndarray
+    max_alloc: np.ndarray
+    has: dict[int, np.ndarray]      # column -> nodes having the resource (CPU, GPU)
+    synced: np.ndarray
+
+
+def _node_arrays(state: ClusterState) -> _NodeArrays:
+    """Once per state: each action makes a Fitter, and these were per-node lists over 10,000
+    nodes each time."""
     cached = state.__dict__.get("_fit_arrays")
     if cached is None:
         t = state.table
-        cached = state.__dict__["_fit_arrays"] = (
-            np.asfortranarray(t.allocatable),       # column-major like the session's arrays (rows_fit)
-            np.array([n.gpu_count or n.capacity.get("gpu", 0) for n in state.nodes], dtype=np.int64),
-            t.allocatable[:, 2] == 0,
-            t.allocatable.max(axis=0) if len(state.nodes) else np.zeros(len(t.resources), dtype=np.int64),
-            {col: np.nonzero(t.allocatable[:, col] > 0)[0] for col in (0, 2)},
-            np.array([n.gpu_memory_synced for n in state.nodes], dtype=bool))
-        for a in (*cached[:4], *cached[4].values(), cached[5]):
-            if a.base is None:          # made here: read-only, every Fitter of the state shares them
+        cached = state.__dict__["_fit_arrays"] = _NodeArrays(
+            alloc=np.asfortranarray(t.allocatable),
+            gpu_capacity=np.array([n.gpu_count or n.capacity.get("gpu", 0) for n in state.nodes], dtype=np.int64),
+            cpu_only_node=t.allocatable[:, 2] == 0,
+            max_alloc=t.allocatable.max(axis=0) if len(state.nodes) else np.zeros(len(t.resources), dtype=np.int64),
+            has={col: np.nonzero(t.allocatable[:, col] > 0)[0] for col in (0, 2)},
+            synced=np.array([n.gpu_memory_synced for n in state.nodes], dtype=bool))
+        for a in (*cached[:4], *cached.has.values(), cached.synced):
+            if a.base is None:          # made here (not a view of the table's)
                 a.flags.writeable = False
     return cached
 
@@ -91,8 +102,9 @@ class Fitter:
         # free capacity, only by its static predicates.
         self.growing = growing
         self.nominated_bonus = True     # KAI's nominatednode score; off while kai-cp serves nominated jobs first
-        (self.alloc, self.gpu_capacity, self.cpu_only_node, self.max_alloc, self.has,
-         self.synced) = _node_arrays(state)
+        arrays = _node_arrays(state)
+        self.alloc, self.gpu_capacity, self.cpu_only_node = arrays.alloc, arrays.gpu_capacity, arrays.cpu_only_node
+        self.max_alloc, self.has, self.synced = arrays.max_alloc, arrays.has, arrays.synced
         self._subsets: dict[tuple, np.ndarray] = {}
         self._pre_ok: dict[int, object] = {}         # id(request) -> request, for requests that pass
         self.pod_affinity_scoring = "podaffinity" in state.config.plugins    # off in KAI's default config

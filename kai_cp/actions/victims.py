@@ -131,22 +131,24 @@ def _snapshot_victims(state: ClusterState) -> dict[str, Victim]:
 def preemptible_running(session: Session) -> dict[str, list[Victim]]:
     """Per queue, the preemptible jobs with active tasks, in job order of the state. Cached until
     the session changes (a commit adds to its log; a rollback restores the same length and
-    content), so the actions' per-preemptor victim lists cost a filter, not a scan of all pods."""
+    content), so the actions' per-preemptor victim lists cost a filter, not a scan of all pods.
+    A queue the cycle has not changed shares the snapshot's list: callers read these lists and
+    never change them."""
     key = len(session._log)
     cached = session.__dict__.get("_victims")
     if cached is not None and cached[0] == key:
         return cached[1]
     snapshot = _snapshot_victims(session.state)
     # The jobs whose tasks this cycle placed or evicted (each change counts in job_version): a
-    # commit touches a few, so the snapshot's per-queue lists are copied, and only the queues
-    # holding a changed job are rebuilt (30,000 victims at 10,000 nodes).
+    # commit touches a few, so only the queues holding a changed job are rebuilt (30,000
+    # victims at 10,000 nodes).
     changed = {name for name, version in session.job_version.items() if version and name in snapshot}
     touched = {snapshot[name].job.queue for name in changed}
     out: dict[str, list[Victim]] = {}
     by_queue = _snapshot_by_queue(session.state)
     for queue, victims in by_queue.items():
         if queue not in touched:
-            out[queue] = list(victims)
+            out[queue] = victims
             continue
         kept: list[Victim] = []
         for v0 in victims:
