@@ -7,12 +7,16 @@ of the path stays small; this prints each step so a regression shows where it co
 A measurement tool, not a test.
 
     python bench/bench_scale.py [--sizes 1000 4000 10000] [--repeats 3] [--time-limit 1.0]
-                                [--cache-dir DIR] [--engines cp-sat greedy] [--json out.json]
+                                [--fractional-share 0.5] [--cache-dir DIR] [--engines cp-sat greedy]
+                                [--json out.json]
 
 Clusters come from bench/generate.py with its realistic mix (fragmented GPU nodes, a
 department/project queue tree with quotas and limits, gangs of 1-64 pods, a third of the
-multi-pod GPU gangs topology-constrained): 1,000 nodes -> 5,000 pending / 10,000 running pods,
-4,000 -> 5,000 / 40,000, 10,000 -> 5,000 / 100,000. They are written once as JSON files
+multi-pod GPU gangs topology-constrained, and shared GPUs: with the default
+``--fractional-share`` 0.5 half of the small pending 1-GPU jobs ask for a GPU fraction or GPU
+memory and half of the nodes running single-pod 1-GPU jobs hold them on shared devices with
+reservation pods; 0 gives the whole-GPU mix of the earlier tables): 1,000 nodes -> 5,000 pending
+/ 10,000 running pods, 4,000 -> 5,000 / 40,000, 10,000 -> 5,000 / 100,000. They are written once as JSON files
 (``--cache-dir``) and each (size, engine, repeat) runs in a fresh Python process, as
 `kai-cp solve` does: load (`kai_cp.cli._load`: `load_snapshot` with views, file read
 included), state (`kai_cp.cli._state`: `build_cluster_state`, frozen), then `run_cycle` whose stats give greedy, build and solve; decode
@@ -69,13 +73,14 @@ def _child(path: str, engine: str, time_limit: float) -> None:
     os._exit(0)   # skip freeing the cluster at exit, as the CLI does
 
 
-def _snapshot(cache: str, nodes: int, seed: int) -> str:
+def _snapshot(cache: str, nodes: int, seed: int, fractional: float) -> str:
     pending, running = SIZES.get(nodes, (min(5 * nodes, 5000), 10 * nodes))
-    path = os.path.join(cache, f"scale-{nodes}-{pending}-{running}-s{seed}.json")
+    shared = f"-f{fractional:g}" if fractional else ""
+    path = os.path.join(cache, f"scale-{nodes}-{pending}-{running}{shared}-s{seed}.json")
     if not os.path.exists(path):
         sys.path.insert(0, HERE)
         from generate import generate_cluster, write_snapshot
-        doc = generate_cluster(nodes, pending, running, seed=seed)
+        doc = generate_cluster(nodes, pending, running, seed=seed, fractional_share=fractional)
         write_snapshot(doc, path + ".tmp")
         os.replace(path + ".tmp", path)
     return path
@@ -87,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--time-limit", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--fractional-share", type=float, default=0.5,
+                    help="share of small 1-GPU jobs asking for part of a GPU, and of nodes sharing devices (0: whole GPUs only)")
     ap.add_argument("--engines", nargs="+", default=["greedy", "cp-sat"])
     ap.add_argument("--cache-dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "kai-cp-bench-scale"))
     ap.add_argument("--json", help="write every run here")
@@ -99,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     print(f"{'nodes':>6} {'engine':>7} " + " ".join(f"{s:>7}" for s in STEPS) + f" {'rss MiB':>8} {'binds':>6}  status")
     for nodes in args.sizes:
-        path = _snapshot(args.cache_dir, nodes, args.seed)
+        path = _snapshot(args.cache_dir, nodes, args.seed, args.fractional_share)
         for engine in args.engines:
             got = []
             for _ in range(args.repeats):
