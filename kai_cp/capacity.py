@@ -7,6 +7,7 @@ pending; the CP-SAT model encodes the same rules as linear constraints in model/
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -44,7 +45,7 @@ class CapacityFailure:
     resource: str
 
 
-def check(job: JobInfo, req: dict[str, int | Fraction], path: list[QueueInfo],
+def check(job: JobInfo, req: dict[str, int | Fraction], path: Sequence[QueueInfo],
           allocated: dict[str, dict[str, Fraction]], allocated_np: dict[str, dict[str, Fraction]]) -> CapacityFailure | None:
     """First violation walking leaf -> root: limit first, then non-preemptible quota."""
     # Whole amounts as ints, and only the requested resources: this runs per task and per job

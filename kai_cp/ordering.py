@@ -75,7 +75,7 @@ def job_order_key(job: JobInfo, session: Session) -> tuple:
 class QueueView:
     """A queue's fixed numbers for ordering, as floats (KAI compares shares in float64)."""
 
-    __slots__ = ("q", "name", "priority", "created", "deserved", "fair", "share_base", "zero_alloc")
+    __slots__ = ("q", "name", "priority", "created", "deserved", "fair", "share_base", "zero_alloc", "_last")
 
     def __init__(self, q: QueueInfo, total: dict[str, Fraction]):
         self.q, self.name, self.priority, self.created = q, q.name, q.priority, q.creation[0]
@@ -87,12 +87,26 @@ class QueueView:
             zero.append(a == 0)
             base.append(float(total[r] if a == -1 else a))
         self.share_base, self.zero_alloc = base, zero
+        self._last: tuple = (None, 0.0, [])
 
     def dominant(self, alloc: list[float]) -> float:
-        return max((a * 1000 if b == 0 else a / b) for a, b in zip(alloc, self.share_base))
+        return max(self.shares(alloc))
 
     def shares(self, alloc: list[float]) -> list[float]:
-        return [(a * 1000 if b == 0 else a / b) for a, b in zip(alloc, self.share_base)]
+        b0, b1, b2 = self.share_base
+        return [alloc[0] * 1000 if b0 == 0 else alloc[0] / b0, alloc[1] * 1000 if b1 == 0 else alloc[1] / b1,
+                alloc[2] * 1000 if b2 == 0 else alloc[2] / b2]
+
+    def allocated_shares(self, alloc: list[float]) -> tuple[float, list[float]]:
+        """(dominant share, share vector) of the queue's allocation, kept for the last allocation
+        list seen: Session.allocated_floats gives one list per change of the queue's allocation,
+        and a queue is ranked again for every new head job (an eviction simulation pops dozens of
+        jobs per scenario while no allocation changes)."""
+        last = self._last
+        if last[0] is not alloc:
+            shares = self.shares(alloc)
+            last = self._last = (alloc, max(shares), shares)
+        return last[1], last[2]
 
 
 def _le(a: float, b: float) -> bool:
@@ -117,7 +131,7 @@ def queue_key(v: QueueView, a: list[float], req: list[float], shift: list[float]
     s = shift or req
     return (over, not starved, -v.priority, zero,                                 # 3. priority
             v.dominant([a[0] + s[0], a[1] + s[1], a[2] + s[2]]),                  # 5. with the head job
-            v.dominant(a))                                                        # 6. allocated only
+            v.allocated_shares(a)[0])                                             # 6. allocated only
 
 
 def shares_less(lv: list[float], lcreated, rv: list[float], rcreated) -> bool:
@@ -134,7 +148,7 @@ def shares_less(lv: list[float], lcreated, rv: list[float], rcreated) -> bool:
 
 def queue_rank(v: QueueView, a: list[float], req: list[float], shift: list[float] | None = None) -> tuple:
     """What the queue order compares of one queue: (rules 1-6 key, share vector, creation)."""
-    return queue_key(v, a, req, shift), v.shares(a), v.created
+    return queue_key(v, a, req, shift), v.allocated_shares(a)[1], v.created
 
 
 def rank_less(l: tuple, r: tuple) -> bool:
@@ -167,6 +181,9 @@ def queue_tree(state) -> tuple[dict[str, QueueView], dict[str, list[str]], list[
     return views, children, roots
 
 
+_ORDER = ("order",)
+
+
 class JobQueue:
     """KAI's JobsOrderByQueues for the allocate action: pop the next job across the queue tree.
 
@@ -188,14 +205,18 @@ class JobQueue:
         self._seq = 0
         # Heaps built at once (the eviction search builds a queue of every pending job per
         # simulated scenario): the same pop order as pushing them one by one, keys being unique.
+        derived, versions = session.derived, session.job_version
         for j in jobs:
             self._seq += 1
-            self.heaps.setdefault(j.queue, []).append((self._order_key(j), self._seq, j))
+            # job_derived inlined (a queue per simulated scenario keys ~200 jobs, most unchanged)
+            hit = derived.get((_ORDER, j.name))
+            key = hit[1] if hit is not None and hit[0] == versions.get(j.name, 0) else self._order_key(j)
+            self.heaps.setdefault(j.queue, []).append((key, self._seq, j))
         for heap in self.heaps.values():
             heapq.heapify(heap)
 
     def _order_key(self, job: JobInfo) -> tuple:
-        return self.session.job_derived(("order",), job.name, lambda: job_order_key(job, self.session))
+        return self.session.job_derived(_ORDER, job.name, lambda: job_order_key(job, self.session))
 
     def push(self, job: JobInfo) -> None:
         self._seq += 1

@@ -55,8 +55,16 @@ class ClusterState:
     stale_watch: list[JobInfo] = field(default_factory=list)
     waiting_jobs: list[JobInfo] = field(default_factory=list)          # jobs with a pending or gated pod, job order
 
-    def queue_path(self, queue: str) -> list[QueueInfo]:
-        return ancestors(self.queues, queue)
+    def queue_path(self, queue: str) -> tuple[QueueInfo, ...]:
+        """The queue and its ancestors up to the root, once per state and queue (read at every
+        placement, job pop and capacity check; the tree does not change within a state)."""
+        paths = self.__dict__.get("_queue_path")
+        if paths is None:
+            paths = self.__dict__["_queue_path"] = {}
+        path = paths.get(queue)
+        if path is None:
+            path = paths[queue] = tuple(ancestors(self.queues, queue))
+        return path
 
     def schedulable_jobs(self) -> list[JobInfo]:
         """Jobs an allocating action considers (spec 4.1): ready, pending work, existing leaf queue.

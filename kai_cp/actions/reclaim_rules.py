@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from kai_cp.fairshare import allocatable, saturation
 from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo, queue_gpu_of_accepted
@@ -126,7 +126,7 @@ class _Ledger:
             rem = self.remaining[queue] = dict(self.frozen[queue])
         return rem
 
-    def take(self, path: list[QueueInfo], chunk: Vector) -> None:
+    def take(self, path: Sequence[QueueInfo], chunk: Vector) -> None:
         for q in path:
             rem = self.of(q.name)
             for r in RESOURCES:

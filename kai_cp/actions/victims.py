@@ -405,28 +405,36 @@ def order_relevant(state: ClusterState, others: list[JobInfo], queues: list[str]
     that ancestor competes with anything inside it but as a whole: both are left out (the
     same order for these jobs, far fewer pops). Subtrees holding one of `queues` stay whole:
     their best job is part of their rank."""
+    kept = _relevant_queues(state, frozenset(queues))
+    return others if kept is None else [j for j in others if j.queue in kept]
+
+
+def _relevant_queues(state: ClusterState, queues: frozenset[str]) -> frozenset[str] | None:
+    """The queues whose jobs order_relevant keeps (None: every job), once per state and set of
+    queues: every simulated scenario of a preemptor asks again for the same few queues."""
+    memo = state.__dict__.setdefault("_relevant_queues", {})
+    if queues in memo:
+        return memo[queues]
     paths = state.__dict__.get("_queue_paths")
     if paths is None:          # root-first path of every queue, once per state
         qs = state.queues
         paths = state.__dict__["_queue_paths"] = {
             q: tuple(a.name for a in reversed(ancestors(qs, q))) for q in qs}
     if any(q not in paths for q in queues):
-        return others
-    mine = [paths[q] for q in set(queues)]
+        memo[queues] = None
+        return None
+    mine = [paths[q] for q in queues]
     depth = 0
     while all(len(p) > depth for p in mine) and len({p[depth] for p in mine}) == 1:
         depth += 1
     if all(len(p) == depth for p in mine):       # one leaf queue
-        leaf = mine[0][-1]
-        return [j for j in others if j.queue == leaf]
-    prefix = mine[0][:depth]
-    keep = {p[depth] for p in mine}
-    out = []
-    for j in others:
-        p = paths.get(j.queue)
-        if p is not None and len(p) > depth and p[depth] in keep and p[:depth] == prefix:
-            out.append(j)
-    return out
+        kept = frozenset([mine[0][-1]])
+    else:
+        prefix = mine[0][:depth]
+        keep = {p[depth] for p in mine}
+        kept = frozenset(q for q, p in paths.items() if len(p) > depth and p[depth] in keep and p[:depth] == prefix)
+    memo[queues] = kept
+    return kept
 
 
 class JobSolver:
