@@ -182,6 +182,7 @@ def queue_tree(state) -> tuple[dict[str, QueueView], dict[str, list[str]], list[
 
 
 _ORDER = ("order",)
+_UNKNOWN = object()       # JobQueue._best: not worked out since the last change on the queue's path
 
 
 class JobQueue:
@@ -244,8 +245,9 @@ class JobQueue:
         return v
 
     def best(self, queue: str) -> JobInfo | None:
-        if queue in self._best:
-            return self._best[queue]
+        job = self._best.get(queue, _UNKNOWN)
+        if job is not _UNKNOWN:
+            return job
         children = self.children[queue]
         if not children:
             heap = self.heaps.get(queue)
@@ -259,14 +261,17 @@ class JobQueue:
         """The best head job among sibling queues. A queue's rank is kept until its head job
         changes (push/pop on its path) or its allocation does (read afresh at every pick)."""
         best_j = best_rank = None
+        best, keys, versions = self.best, self._key, self.session.alloc_version
         for name in candidates:
-            j = self.best(name)
+            j = best(name)
             if j is None:
                 continue
-            version, a = self.session.allocated_floats(name)
-            cached = self._key.get(name)
-            if cached is None or cached[1] != version:
-                cached = self._key[name] = (queue_rank(self.views[name], a, self.init_resources(j)), version)
+            cached = keys.get(name)
+            # (Session.allocated_floats's change count, read directly: this runs for every
+            # sibling at every pop)
+            if cached is None or cached[1] != versions.get(name, 0):
+                version, a = self.session.allocated_floats(name)
+                cached = keys[name] = (queue_rank(self.views[name], a, self.init_resources(j)), version)
             if best_rank is None or rank_less(cached[0], best_rank):
                 best_j, best_rank = j, cached[0]
         return best_j
