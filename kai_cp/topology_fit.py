@@ -101,14 +101,21 @@ def allocatable_pods(free: np.ndarray, max_pod: np.ndarray, n_tasks: int) -> np.
 
 class DomainView:
     """Free capacity of one tree's domains, for one scope's tasks, at one moment of the session.
-    Sums are taken over nodes at the `deepest` level asked for, and upwards from there."""
+    Sums are taken over nodes at the `deepest` level asked for, and upwards from there.
+    `kept`: the session's MemberFree of the tree when the view is over all its members (its
+    free capacity, pod counts and sums, shared and filled in as levels are asked for)."""
 
     def __init__(self, tree: TopologyTree, valid: np.ndarray, free: np.ndarray,
-                 demand: np.ndarray, max_pod: np.ndarray | None, n_tasks: int, deepest: int = ROOT):
+                 demand: np.ndarray, max_pod: np.ndarray | None, n_tasks: int, deepest: int = ROOT,
+                 kept: "MemberFree | None" = None):
         self.tree, self.valid, self.deepest = tree, valid, deepest
         self.demand, self.n_tasks = demand, n_tasks
         self.need = demand > 0
         self.free = free
+        if kept is not None:
+            self._sums = kept.sums
+            self.pods, self._pods = kept.pods(max_pod, n_tasks) if max_pod is not None else (None, {})
+            return
         # zero outside the view, as `free` is (a pod-slot-only scope counts every node)
         self.pods = np.where(valid, allocatable_pods(free, max_pod, n_tasks), 0) if max_pod is not None else None
         self._sums: dict[int, np.ndarray] = {}
@@ -144,6 +151,66 @@ class DomainView:
         return self.ratio(level) <= 1.0
 
 
+class MemberFree:
+    """A tree's member nodes' free capacity, the copies of the largest pod of each shape they can
+    hold, and the per-domain sums of both, kept in step with one session: scopes over the whole
+    tree (every topology gang's top level) read them instead of copying and summing 10,000 rows
+    per gang. Brought up to date by comparing with the session's free capacity, so rollbacks and
+    evictions need no bookkeeping; sums change by the changed rows' differences (exact ints)."""
+
+    def __init__(self, tree: TopologyTree, session: Session):
+        self.tree = tree
+        self.free = np.zeros(session.free.shape, dtype=session.free.dtype)     # row-major, as views read it
+        np.copyto(self.free, session.free, where=tree.member[:, None])
+        self.sums: dict[int, np.ndarray] = {}
+        self._seen = np.asarray(session.free).copy(order="K")     # the session's layout: compared whole
+        # per pod shape: [pod counts, shape, tasks, per-level sums, refreshes seen]; brought up
+        # to date when asked for (gangs of many shapes: each refresh touches only the sums)
+        self._pods: dict[tuple, list] = {}
+        self._refreshes = 0
+        self._stamp = np.zeros(len(tree.member), dtype=np.int64)   # per node: the refresh that last changed it
+
+    @classmethod
+    def of(cls, tree: TopologyTree, session: Session) -> "MemberFree":
+        kept = session.__dict__.setdefault("_member_free", {})
+        mine = kept.get(id(tree))
+        if mine is None or mine.tree is not tree:
+            mine = kept[id(tree)] = cls(tree, session)
+        else:
+            mine.refresh(session.free)
+        return mine
+
+    def pods(self, max_pod: np.ndarray, n_tasks: int) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        key = (max_pod.tobytes(), n_tasks if not (max_pod > 0).any() else 0)
+        hit = self._pods.get(key)
+        if hit is None:
+            pods = np.where(self.tree.member, allocatable_pods(self.free, max_pod, n_tasks), 0)
+            hit = self._pods[key] = [pods, max_pod.copy(), n_tasks, {}, self._refreshes]
+        elif hit[4] < self._refreshes:
+            pods, shape, tasks, sums, seen = hit
+            rows = np.flatnonzero(self._stamp > seen)
+            new = allocatable_pods(self.free[rows], shape, tasks)
+            self._add(sums, rows, new - pods[rows])
+            pods[rows] = new
+            hit[4] = self._refreshes
+        return hit[0], hit[3]
+
+    def refresh(self, now: np.ndarray) -> None:
+        changed = np.flatnonzero((self._seen != now).any(axis=1) & self.tree.member)
+        if not len(changed):
+            return
+        rows = np.ascontiguousarray(now[changed])
+        self._add(self.sums, changed, rows - self.free[changed])
+        self.free[changed] = rows
+        self._seen[changed] = rows
+        self._refreshes += 1
+        self._stamp[changed] = self._refreshes
+
+    def _add(self, sums: dict[int, np.ndarray], nodes: np.ndarray, delta: np.ndarray) -> None:
+        for level, s in sums.items():
+            np.add.at(s, self.tree.domain_of(level)[nodes], delta)
+
+
 def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: Scope, tasks: list[TaskInfo],
                    mask: np.ndarray, first_choice: Callable[[TaskInfo, np.ndarray], int | None] | None = None
                    ) -> tuple[Iterable[NodeSet], str | None]:
@@ -166,11 +233,15 @@ def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: S
             return [], f"no node with label {tree.levels[0]} can take the first pod"
         return [NodeSet(valid & (dom == dom[node]), tree.domain_name(0, int(dom[node])), None)], None
     demand, max_pod = scope_demand(state, tasks)
-    # row-major, whatever the session's layout: _domain_sums gathers whole rows
-    free = np.zeros(session.free.shape, dtype=session.free.dtype)
-    np.copyto(free, session.free, where=valid[:, None])
-    view = DomainView(tree, valid, free, demand, max_pod, len(tasks), deepest=c.lowest)
-    start_level, start = _start_domain(tree, valid, c.lowest)
+    if whole_tree := bool(mask.all()):
+        kept = MemberFree.of(tree, session)
+        view = DomainView(tree, valid, kept.free, demand, max_pod, len(tasks), deepest=c.lowest, kept=kept)
+    else:
+        # row-major, whatever the session's layout: _domain_sums gathers whole rows
+        free = np.zeros(session.free.shape, dtype=session.free.dtype)
+        np.copyto(free, session.free, where=valid[:, None])
+        view = DomainView(tree, valid, free, demand, max_pod, len(tasks), deepest=c.lowest)
+    start_level, start = _member_start(tree, c.lowest) if whole_tree else _start_domain(tree, valid, c.lowest)
     if not bool(view.fits(start_level)[start]):
         where = "the cluster" if start_level == ROOT else tree.domain_name(start_level, start)
         return [], _shortfall(view, c, start_level, np.array([start]), f"not enough resources in {where} to allocate the job")
@@ -218,6 +289,15 @@ def _start_domain(tree: TopologyTree, valid: np.ndarray, lowest: int) -> tuple[i
             break
         level, domain = lv, int(ds[0])
     return level, domain
+
+
+def _member_start(tree: TopologyTree, lowest: int) -> tuple[int, int]:
+    """_start_domain of all the tree's members, once per tree and level."""
+    cache = tree.__dict__.setdefault("_member_start", {})
+    out = cache.get(lowest)
+    if out is None:
+        out = cache[lowest] = _start_domain(tree, tree.member, lowest)
+    return out
 
 
 def _sorted_tree_ranks(view: DomainView, tree: TopologyTree, start_level: int, lowest: int) -> dict[int, np.ndarray]:

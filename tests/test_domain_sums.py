@@ -9,11 +9,15 @@ exactly the sums over the nodes: memory in bytes summed over a zone or the whole
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kai_cp.topology import ROOT, build_tree
-from kai_cp.topology_fit import DomainView, _domain_sums
+from kai_cp.topology_fit import DomainView, MemberFree, _domain_sums, allocatable_pods
 
 
 def over_view(tree, level: int, valid: np.ndarray, values: np.ndarray) -> list:
@@ -68,3 +72,36 @@ def test_a_tree_without_members_sums_to_zero() -> None:
     view = DomainView(tree, tree.member, values, np.ones(3, dtype=np.int64), None, 1, deepest=1)
     assert view.sums(ROOT).tolist() == [[0, 0, 0]]
     assert view.sums(0).shape == (0, 3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_sums_kept_for_a_session_follow_its_free_capacity(seed: int) -> None:
+    """MemberFree (a tree's member nodes' free capacity, pod counts per pod shape and per-domain
+    sums, kept across a session's changes) against the definitions computed afresh, through
+    placements, evictions and rollbacks (rows going back to earlier values), with levels and
+    pod shapes first asked for at different moments."""
+    rng = np.random.default_rng(seed)
+    tree, _, values = cluster(seed % 1000, n=400)
+    member = tree.member
+    session = SimpleNamespace(free=np.asfortranarray(np.where(member[:, None], values, rng.integers(0, 9, values.shape))))
+    history = [session.free.copy()]
+    shapes = [np.array([1, 1, 1, 0]), np.array([3, 2**40, 2, 0]), np.array([0, 0, 0, 0]), np.array([0, 0, 1, 1])]
+    for step in range(12):
+        kept = MemberFree.of(tree, session)
+        fresh = np.where(member[:, None], session.free, 0)
+        assert kept.free.tolist() == fresh.tolist()
+        for shape in shapes[: 1 + step % len(shapes)]:
+            n_tasks = int(rng.integers(1, 5))
+            view = DomainView(tree, member, kept.free, shape, shape, n_tasks, deepest=int(rng.integers(-1, 3)), kept=kept)
+            want = np.where(member, allocatable_pods(fresh, shape, n_tasks), 0)
+            assert view.pods.tolist() == want.tolist()
+            for level in [int(x) for x in rng.permutation([ROOT, 0, 1, 2])[: int(rng.integers(1, 5))]]:
+                assert view.sums(level).tolist() == over_view(tree, level, member, fresh)
+                assert view.pod_counts(level).tolist() == over_view(tree, level, member, want)
+        if rng.random() < 0.3 and len(history) > 1:          # a rollback: back to an earlier state
+            session.free[:] = history[int(rng.integers(len(history)))]
+        else:                                                 # placements and evictions on a few nodes
+            rows = rng.choice(len(member), size=int(rng.integers(1, 6)), replace=False)
+            session.free[rows] += rng.integers(-3, 4, (len(rows), values.shape[1]))
+        history.append(session.free.copy())
