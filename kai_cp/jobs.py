@@ -153,7 +153,7 @@ class JobInfo:
                 u < ps.min_available for u, ps in zip(used, self.podsets.values()))
         return cached
 
-    def tally(self, known: Container[str]) -> None:
+    def tally(self, known: Container[str]) -> int | None:
         """One pass over the job's pods at state build for what every cycle reads of the
         snapshot's statuses: per PodSet the active counts and the pods on the cycle's nodes
         (`known`), the waiting pods, and staleness. Separate scans of the 100,000 pods of a
@@ -161,6 +161,7 @@ class JobInfo:
         properties compute alone (tests/test_snapshot_tally.py)."""
         waiting: list[TaskInfo] = []
         succeeded = any_used = below = False
+        on_total, on_below, on_above = 0, False, False      # the pods on nodes, as a victim offers them
         for ps in self.podsets.values():
             active = used = 0
             on_nodes: list[TaskInfo] = []
@@ -180,8 +181,26 @@ class JobInfo:
             d["_active"], d["_used"], d["_on_nodes"] = active, used, on_nodes
             any_used = any_used or used > 0
             below = below or used < ps.min_available
+            n = len(on_nodes)
+            on_total += n
+            on_below = on_below or n < ps.min_available
+            on_above = on_above or n > ps.min_available
         d = self.__dict__
         d["_waiting"], d["_succeeded"], d["_stale"] = waiting, succeeded, not succeeded and any_used and below
+        # Returned: the elastic state (0 below, 1 exactly, 2 above its minimums) of the victim its
+        # pods on nodes make, for a preemptible job with any; None: no victim (victim_key).
+        if self.preemptible and on_total:
+            d["_victim_state"] = 0 if on_below else (2 if on_above else 1)
+            return d["_victim_state"]
+        d["_victim_state"] = None
+        return None
+
+    @property
+    def victim_key(self) -> tuple | None:
+        """Job order (4.2) of the victim the snapshot's pods on nodes make (JobInfo.tally), or
+        None when they make none; made when asked for (an action takes a few of ~31,000)."""
+        state = self.__dict__.get("_victim_state")
+        return None if state is None else (-self.priority, state, self.creation, self.name)
 
     def has_pending(self) -> bool:
         return any(ps.pending for ps in self.podsets.values())

@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 
 from kai_cp.actions.preemptors import ActionOutcome, pending_jobs, run_action
-from kai_cp.actions.victims import Solution, Victim, VictimQueue, preemptible_running
+from kai_cp.actions.victims import Solution, Victim, VictimQueue, preemptible_running, victim_heads
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.ordering import tasks_to_allocate
 from kai_cp.session import Session
@@ -75,17 +75,19 @@ class ConsolidationPolicy:
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
         key = len(self.session._log)
         if self._first is None or self._first[0] != key:
-            by_queue = preemptible_running(self.session)
-            out = [v for vs in by_queue.values() for v in vs]
-            if self.max_jobs >= 0 and len(out) > self.max_jobs + 1:
+            out = None
+            if self.max_jobs >= 0:
                 # KAI accepts while counter <= max (quirk: max + 1 jobs), counting in Go map order,
                 # so which jobs it considers is random; kai-cp keeps the first max + 1 in victim
                 # order (3.8), the jobs KAI's search would try first had they all been accepted
                 # (one spare, for when the preemptor itself is among them).
-                pops = min(len(out), self.max_jobs + 2)
-                vq = VictimQueue(self.session, by_queue, pops)
-                out = [vq.pop() for _ in range(pops)]
-                out = [v for v in out if v is not None]
+                pops = self.max_jobs + 2
+                heads, total = victim_heads(self.session, pops)
+                if total > self.max_jobs + 1:
+                    vq = VictimQueue(self.session, heads, pops)
+                    out = [v for v in (vq.pop() for _ in range(pops)) if v is not None]
+            if out is None:           # every victim, in job order per queue
+                out = [v for vs in preemptible_running(self.session).values() for v in vs]
             self._first = (key, out)
         out = [v for v in self._first[1] if v.job is not preemptor]
         return out[:self.max_jobs + 1] if self.max_jobs >= 0 else out

@@ -22,7 +22,7 @@ from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
 from kai_cp.ordering import JobQueue, queue_less, queue_tree, tasks_to_allocate
 from kai_cp.queues import RESOURCES, ancestors
 from kai_cp.session import Session
-from kai_cp.state import ClusterState
+from kai_cp.state import ClusterState, VictimColumns
 
 
 ORDER_WORK_PER_UNIT = 8    # pending jobs ordered in a simulation per unit of hint work
@@ -70,7 +70,7 @@ def active_tasks(job: JobInfo, session: Session) -> list[TaskInfo]:
     still running, and those an earlier commit moved (evicted and pipelined elsewhere: KAI's
     Pipelined status), so that a gang is always taken whole. Pods bound to a node the snapshot
     lacks hold nothing anyone could use, so they are no victims (KAI skips them too)."""
-    v = _snapshot_victims(session.state).get(job.name)
+    v = snapshot_victim(session.state, job)
     if v is None:
         return []
     ev, pl = session.evictions, session.placements
@@ -81,51 +81,107 @@ def _snapshot_victims(state: ClusterState) -> dict[str, Victim]:
     """Per preemptible job with any, the victim its snapshot's active-allocated tasks on known
     nodes make (task order), order key included; in job order of the state (and per queue,
     `_snapshot_by_queue`). Statuses and nodes are fixed per snapshot, so once per state: it is
-    the victim of every job a cycle has not changed, and the eviction actions ask for all of
-    them (~31,000 at 10,000 nodes)."""
+    the victim of every job a cycle has not changed, and reclaim and preempt ask for all of
+    them (~31,000 at 10,000 nodes; consolidation needs only the last of each queue,
+    victim_heads)."""
     cached = state.__dict__.get("_snapshot_victims")
     if cached is not None:
         return cached
-    index, task_order = state.table.index, attrgetter("order_key")
+    one = state.__dict__.get("_snapshot_victim")     # made one at a time before (snapshot_victim)
+    index = state.table.index
     cached = state.__dict__["_snapshot_victims"] = {}
     by_queue: dict[str, list[Victim]] = {}
     state.__dict__["_snapshot_by_queue"] = by_queue
-    # Every preemptible job of the snapshot (30,000 at 10,000 nodes): its pods on nodes were
-    # tallied at state build (JobInfo.tally), this is per job.
-    for j in state.jobs.values():
-        if not j.preemptible:
-            continue
-        podsets = j.podsets
-        if len(podsets) == 1:          # most jobs: no list to join
-            (ps,) = podsets.values()
-            mine = ps.on_nodes(index)
-            if not mine:
-                continue
-            n, m = len(mine), ps.min_available
-            below, above = n < m, n > m
-            tasks = sorted(mine, key=task_order) if n > 1 else list(mine)
-        else:
-            tasks = []
-            below = above = False
-            for ps in podsets.values():
-                mine = ps.on_nodes(index)
-                n, m = len(mine), ps.min_available
-                if n < m:
-                    below = True
-                elif n > m:
-                    above = True
-                tasks += mine
-            if not tasks:
-                continue
-            tasks.sort(key=task_order)
-        # victim_order_key, counted per PodSet as built (a task's podset is the PodSet holding it)
-        v = cached[j.name] = Victim(j, tasks, _job_key(j, below, above))
+    jobs = state.jobs
+    for name in state.victims:          # (JobInfo.tally, in job order)
+        j = jobs[name]
+        v = one.get(name) if one else None
+        v = cached[j.name] = v if v is not None else Victim(j, _on_node_tasks(j, index), j.victim_key)
         q = by_queue.get(j.queue)
         if q is None:
             by_queue[j.queue] = [v]
         else:
             q.append(v)
     return cached
+
+
+def snapshot_victim(state: ClusterState, job: JobInfo) -> Victim | None:
+    """One job's entry of _snapshot_victims, without making the others' when they were not made."""
+    full = state.__dict__.get("_snapshot_victims")
+    if full is not None:
+        return full.get(job.name)
+    key = job.victim_key
+    if key is None:
+        return None
+    one = state.__dict__.setdefault("_snapshot_victim", {})
+    v = one.get(job.name)
+    if v is None:
+        v = one[job.name] = Victim(job, _on_node_tasks(job, state.table.index), key)
+    return v
+
+
+def _on_node_tasks(job: JobInfo, index) -> list[TaskInfo]:
+    """The job's active-allocated tasks on the cycle's nodes (JobInfo.tally), in task order."""
+    podsets = job.podsets
+    if len(podsets) == 1:          # most jobs: no list to join
+        (ps,) = podsets.values()
+        mine = ps.on_nodes(index)
+        return sorted(mine, key=_TASK_ORDER) if len(mine) > 1 else list(mine)
+    tasks = [t for ps in podsets.values() for t in ps.on_nodes(index)]
+    tasks.sort(key=_TASK_ORDER)
+    return tasks
+
+
+_TASK_ORDER = attrgetter("order_key")
+_VICTIM_KEY = attrgetter("victim_key")
+
+
+def _last_in_job_order(jobs: dict[str, JobInfo], cols: VictimColumns, k: int) -> list[JobInfo]:
+    """Jobs of one queue that include the `k` last in job order (largest victim_key): the `k`
+    last by priority, elastic state and creation, and every job tied with the k-th of them
+    (names decide between those)."""
+    n = len(cols.jobs)
+    if n <= k:
+        return [jobs[name] for name in cols.jobs]
+    neg, elastic = -np.array(cols.priority, dtype=np.int64), np.array(cols.elastic, dtype=np.int64)
+    creation = np.array(cols.creation, dtype=np.float64)
+    order = np.lexsort((creation, elastic, neg))            # ascending: the last k are the largest
+    kth = order[n - k]
+    take = np.zeros(n, dtype=bool)
+    take[order[n - k:]] = True
+    take |= (neg == neg[kth]) & (elastic == elastic[kth]) & (creation == creation[kth])
+    return [jobs[cols.jobs[i]] for i in np.flatnonzero(take).tolist()]
+
+
+def victim_heads(session: Session, pops: int) -> tuple[dict[str, list[Victim]], int]:
+    """Per queue, victims that include the `pops` last in job order, and how many victims there
+    are in all: what a VictimQueue limited to `pops` pops keeps of preemptible_running, from
+    the snapshot's keys (JobInfo.tally) and the jobs this cycle changed, without making the
+    other ~31,000 victims of a 10,000-node cluster (consolidation takes 18)."""
+    state = session.state
+    changed: dict[str, list[JobInfo]] = {}
+    for name, version in session.job_version.items():
+        j = state.jobs.get(name) if version else None
+        if j is not None and j.victim_key is not None:
+            changed.setdefault(j.queue, []).append(j)
+    heads: dict[str, list[Victim]] = {}
+    total = 0
+    for queue, cols in state.victim_jobs.items():
+        mine = changed.get(queue)
+        gone = {j.name for j in mine} if mine else set()
+        total += len(cols.jobs) - len(gone)
+        last = _last_in_job_order(state.jobs, cols, pops + len(gone))
+        vs = [snapshot_victim(state, j) for j in heapq.nlargest(pops, (j for j in last if j.name not in gone),
+                                                                  key=_VICTIM_KEY)]
+        for j in mine or ():
+            # as preemptible_running: per job until its tasks change
+            v = session.job_derived(_VICTIM, j.name, lambda j=j: _victim(j, session))
+            if v is not None:
+                vs.append(v)
+                total += 1
+        if vs:
+            heads[queue] = vs
+    return heads, total
 
 
 def preemptible_running(session: Session) -> dict[str, list[Victim]]:
