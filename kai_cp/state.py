@@ -67,7 +67,7 @@ class ClusterState:
     # `jobs`, and per queue with their priority, elastic state and creation (names and numbers
     # only: a second container of 30,000 JobInfo objects doubled the state's deallocation)
     victims: list[str] = field(default_factory=list)
-    victim_jobs: dict[str, "VictimColumns"] = field(default_factory=dict)
+    victim_jobs: dict[str, VictimColumns] = field(default_factory=dict)
 
     def queue_path(self, queue: str) -> tuple[QueueInfo, ...]:
         """The queue and its ancestors up to the root, once per state and queue (read at every
