@@ -126,6 +126,12 @@ class JobInfo:
         """Static part of KAI's job order: priority desc, then creation, then name (spec 4.2)."""
         return (-self.priority, self.creation, self.name)
 
+    def order_key_at(self, elastic: int) -> tuple:
+        """KAI's job order (4.2) with an elastic state (elastic_state): priority desc, below <
+        exactly < above its PodSets' minimums, creation, name (the allocate queue, victim order
+        and victim keys)."""
+        return (-self.priority, elastic, self.creation, self.name)
+
     @property
     def waiting(self) -> list[TaskInfo]:
         """Pending and gated tasks of the snapshot, computed once."""
@@ -189,18 +195,15 @@ class JobInfo:
         d["_waiting"], d["_succeeded"], d["_stale"] = waiting, succeeded, not succeeded and any_used and below
         # Returned: the elastic state (0 below, 1 exactly, 2 above its minimums) of the victim its
         # pods on nodes make, for a preemptible job with any; None: no victim (victim_key).
-        if self.preemptible and on_total:
-            d["_victim_state"] = 0 if on_below else (2 if on_above else 1)
-            return d["_victim_state"]
-        d["_victim_state"] = None
-        return None
+        d["_victim_state"] = state = elastic_state(on_below, on_above) if self.preemptible and on_total else None
+        return state
 
     @property
     def victim_key(self) -> tuple | None:
         """Job order (4.2) of the victim the snapshot's pods on nodes make (JobInfo.tally), or
         None when they make none; made when asked for (an action takes a few of ~31,000)."""
         state = self.__dict__.get("_victim_state")
-        return None if state is None else (-self.priority, state, self.creation, self.name)
+        return None if state is None else self.order_key_at(state)
 
     def has_pending(self) -> bool:
         return any(ps.pending for ps in self.podsets.values())
@@ -216,6 +219,12 @@ class JobInfo:
     @property
     def label(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+def elastic_state(below: bool, above: bool) -> int:
+    """A job's place in job order among equal priorities (4.2): 0 below some PodSet's minimum,
+    2 above one (and below none), 1 exactly at them."""
+    return 0 if below else (2 if above else 1)
 
 
 def queue_gpu_of_accepted(task: TaskInfo, node_gpu_memory: int | None) -> int | Fraction:

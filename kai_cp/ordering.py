@@ -11,7 +11,7 @@ from fractions import Fraction
 from typing import Iterable
 
 from kai_cp.fairshare import allocatable
-from kai_cp.jobs import JobInfo, TaskInfo
+from kai_cp.jobs import JobInfo, TaskInfo, elastic_state
 from kai_cp.queues import RESOURCES, QueueInfo
 from kai_cp.session import Session
 
@@ -68,7 +68,7 @@ def job_order_key(job: JobInfo, session: Session) -> tuple:
         n = session.active_allocated(job, ps.name)
         below |= n < ps.min_available
         above |= n > ps.min_available
-    return (-job.priority, 0 if below else (2 if above else 1), job.creation, job.name)
+    return job.order_key_at(elastic_state(below, above))
 
 
 # -- queue comparison helpers (3.1) -------------------------------------------------------

@@ -18,7 +18,7 @@ import numpy as np
 
 from kai_cp.actions.allocate import Allocator, JobOutcome
 from kai_cp.gpu_sharing import task_memory
-from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
+from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo, elastic_state
 from kai_cp.ordering import JobQueue, queue_less, queue_tree, tasks_to_allocate
 from kai_cp.queues import RESOURCES, ancestors
 from kai_cp.session import Session
@@ -159,11 +159,7 @@ def victim_heads(session: Session, pops: int) -> tuple[dict[str, list[Victim]], 
     the snapshot's keys (JobInfo.tally) and the jobs this cycle changed, without making the
     other ~31,000 victims of a 10,000-node cluster (consolidation takes 18)."""
     state = session.state
-    changed: dict[str, list[JobInfo]] = {}
-    for name, version in session.job_version.items():
-        j = state.jobs.get(name) if version else None
-        if j is not None and j.victim_key is not None:
-            changed.setdefault(j.queue, []).append(j)
+    changed = _changed_victims(session)
     heads: dict[str, list[Victim]] = {}
     total = 0
     for queue, cols in state.victim_jobs.items():
@@ -194,12 +190,10 @@ def preemptible_running(session: Session) -> dict[str, list[Victim]]:
     cached = session.__dict__.get("_victims")
     if cached is not None and cached[0] == key:
         return cached[1]
-    snapshot = _snapshot_victims(session.state)
-    # The jobs whose tasks this cycle placed or evicted (each change counts in job_version): a
-    # commit touches a few, so only the queues holding a changed job are rebuilt (30,000
+    # A commit touches a few jobs, so only the queues holding a changed one are rebuilt (30,000
     # victims at 10,000 nodes).
-    changed = {name for name, version in session.job_version.items() if version and name in snapshot}
-    touched = {snapshot[name].job.queue for name in changed}
+    touched = _changed_victims(session)
+    changed = {j.name for jobs in touched.values() for j in jobs}
     out: dict[str, list[Victim]] = {}
     by_queue = _snapshot_by_queue(session.state)
     for queue, victims in by_queue.items():
@@ -221,6 +215,18 @@ def preemptible_running(session: Session) -> dict[str, list[Victim]]:
         position = _snapshot_positions(session.state)
         out = dict(sorted(out.items(), key=lambda qv: position[qv[1][0].job.name]))
     session.__dict__["_victims"] = (key, out)
+    return out
+
+
+def _changed_victims(session: Session) -> dict[str, list[JobInfo]]:
+    """Per queue, the snapshot's victim jobs whose tasks this cycle placed or evicted (each
+    change counts in job_version): their victims are made again from the session."""
+    jobs = session.state.jobs
+    out: dict[str, list[JobInfo]] = {}
+    for name, version in session.job_version.items():
+        j = jobs.get(name) if version else None
+        if j is not None and j.victim_key is not None:
+            out.setdefault(j.queue, []).append(j)
     return out
 
 
@@ -284,12 +290,7 @@ def victim_order_key(v: Victim) -> tuple:
         counts[t.podset] = counts.get(t.podset, 0) + 1
     below = any(counts.get(n, 0) < ps.min_available for n, ps in v.job.podsets.items())
     above = any(counts.get(n, 0) > ps.min_available for n, ps in v.job.podsets.items())
-    return _job_key(v.job, below, above)
-
-
-def _job_key(job: JobInfo, below: bool, above: bool) -> tuple:
-    """Job order (4.2) with the elastic state of the pods a victim offers."""
-    return (-job.priority, 0 if below else (2 if above else 1), job.creation, job.name)
+    return v.job.order_key_at(elastic_state(below, above))
 
 
 _ORDER_KEY = attrgetter("order_key")
