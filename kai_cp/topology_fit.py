@@ -26,7 +26,11 @@ class NodeSet:
 
     __slots__ = ("mask", "domain", "scores")
 
-    def __init__(self, mask: np.ndarray, domain: str, scores: np.ndarray | None):
+    def __init__(self, mask: np.ndarray, domain: str, scores: np.ndarray | None, fixed: bool = False):
+        """`fixed`: the mask is the set's own, made read-only (the Fitter then keeps its node lists
+        narrowed to it while the set is tried)."""
+        if fixed:
+            mask.flags.writeable = False
         self.mask, self.domain, self.scores = mask, domain, scores
 
 
@@ -231,7 +235,7 @@ def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: S
         node = first_choice(tasks[0], valid)
         if node is None:
             return [], f"no node with label {tree.levels[0]} can take the first pod"
-        return [NodeSet(valid & (dom == dom[node]), tree.domain_name(0, int(dom[node])), None)], None
+        return [NodeSet(valid & (dom == dom[node]), tree.domain_name(0, int(dom[node])), None, fixed=True)], None
     demand, max_pod = scope_demand(state, tasks)
     if whole_tree := bool(mask.all()):
         kept = MemberFree.of(tree, session)
@@ -274,7 +278,7 @@ def _node_sets(tree: TopologyTree, valid: np.ndarray, domains: list[tuple[int, n
     for level, ds in domains:
         dom = tree.domain_of(level)
         for d in ds.tolist():
-            yield NodeSet(valid & (dom == d), tree.domain_name(level, d), scores)
+            yield NodeSet(valid & (dom == d), tree.domain_name(level, d), scores, fixed=True)
 
 
 def _start_domain(tree: TopologyTree, valid: np.ndarray, lowest: int) -> tuple[int, int]:

@@ -90,6 +90,7 @@ class Allocator:
         self._failed: dict[tuple, tuple] = {}       # job shape -> (session log length, how it failed)
         self._failure: tuple | None = None
         self._explain = True                          # work out why a task fits nowhere (attempt_tasks)
+        self._task_checks = True                      # the per-task queue check can fail (_attempt_tasks)
         # In-cycle anti-affinity can only involve pods this cycle places: pending ones (of the
         # jobs with waiting pods, not a scan of every pod per action).
         self.anti = any(carries_anti_affinity(t) for j in state.waiting_jobs for t in j.waiting if t.status == PENDING)
@@ -142,6 +143,10 @@ class Allocator:
         if fail is not None:
             outcome.errors.append((fail.reason, fail.message))
             return False
+        # The job's check bounds its tasks' own: a task counts (here, and once placed) no more
+        # than in the job's request, except a GPU-memory task (0 in the job's request, its portion
+        # per task), so only then can a task's check fail (it was ~7% of a 10,000-node cycle).
+        self._task_checks = any(t.request.kind == "GpuMemory" for t in tasks)
         shape = None
         if mask is None and job.scope is None and not self.anti and not pipeline_only:
             shape = self._shape(job, tasks)
@@ -244,7 +249,7 @@ class Allocator:
         pre = self.fitter.pre_predicate_error(task)
         if pre is not None:
             return f"Scheduling conditions were not met for pod {task.key}:\nMaxNodePoolResources: {pre}."
-        cap_err = self._task_capacity_error(job, task)
+        cap_err = self._task_capacity_error(job, task) if self._task_checks else None
         if cap_err is not None:
             return summarize({cap_err: len(self.state.nodes)})
         mask = self._in_cycle_mask(task, mask)
