@@ -35,8 +35,10 @@ def _masks(fitter: Fitter, task: TaskInfo, sub: np.ndarray):
     else:
         base_free = rows_fit(s.free, sub, vec)
         base_idle = rows_fit(s.idle, sub, vec)
-    gpu_free, on_group = node_fits(task.request, s.shared, sub, s.free[sub, 2], s.free[sub, 3], synced)
-    gpu_idle, _ = node_fits(task.request, s.shared, sub, s.idle[sub, 2], s.idle[sub, 3], synced)
+    # free and idle at once (rows of two): the devices' part is read once
+    whole = np.stack((s.free[:, 2].take(sub), s.idle[:, 2].take(sub)))
+    pods = np.stack((s.free[:, 3].take(sub), s.idle[:, 3].take(sub)))
+    (gpu_free, gpu_idle), on_group = node_fits(task.request, s.shared, sub, whole, pods, synced)
     return base_free & gpu_free, base_idle & gpu_idle, on_group, base_free
 
 

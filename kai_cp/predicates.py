@@ -130,6 +130,24 @@ def static_reason(key: tuple, node: NodeInfo) -> str | None:
     return None
 
 
+def _unique_rows(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique` over the rows of these non-negative code columns: the first index of each
+    distinct row (rows ascending) and each row's position among them. The rows are read as one
+    mixed-radix integer: unique over rows (axis=0) sorts a structured view, ~4 ms at 10,000
+    nodes, ten times the 1-D sort."""
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    span = 1
+    for c in cols:
+        radix = int(c.max()) + 1 if len(c) else 1
+        span *= radix
+        if span >= 1 << 62:          # too many distinct values for one integer
+            _, first, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
+            return first, inverse.reshape(-1)
+        key = key * radix + c
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
+
+
 def _label_keys(key: tuple) -> tuple[str, ...]:
     selector, terms = key[0], key[1]
     keys = {k for k, _ in selector}
@@ -174,9 +192,7 @@ class PredicateCache:
             if not self.nodes:
                 g = []
             else:
-                cols = np.stack([self.base_group] + [self._codes(k) for k in labels], axis=1)
-                _, first, inverse = np.unique(cols, axis=0, return_index=True, return_inverse=True)
-                inverse = inverse.reshape(-1)
+                first, inverse = _unique_rows([self.base_group] + [self._codes(k) for k in labels])
                 order = np.argsort(inverse, kind="stable")
                 bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
                 g = [(order[bounds[i]:bounds[i + 1]], self.nodes[int(first[i])]) for i in range(len(first))]

@@ -7,7 +7,7 @@ exact fractions, extended resources in milli-units (spec 1.4, 1.10). No floats.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterable, Mapping
@@ -59,11 +59,12 @@ class PodRequest:
     def mig(self) -> dict[str, int]:
         return {k: v for k, v in self.scalars if k.startswith(MIG_PREFIX)}
 
-    @property
+    @cached_property
     def gpu_quota(self) -> int | Fraction:
         """GPUs counted for queue accounting while pending (spec 7.1), with GPU memory over the
         smallest per-GPU memory KAI's tests use (100; see `pending_gpus` for a real cluster's).
-        Whole-GPU requests stay plain ints: exact, and far cheaper to add up than Fractions."""
+        Whole-GPU requests stay plain ints: exact, and far cheaper to add up than Fractions.
+        Kept (the request is immutable): read per placement, and a Fraction made each time."""
         return self.pending_gpus(DEFAULT_GPU_MEMORY_DIVISOR)
 
     def pending_gpus(self, divisor: int) -> int | Fraction:

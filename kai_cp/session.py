@@ -193,7 +193,10 @@ class Session:
         r = task.request
         mem = self.state.nodes[node].gpu_memory
         gpu = queue_gpu_of_accepted(task, mem)
-        cpu, mem, gpu = sign * r.cpu, sign * r.memory, sign * gpu
+        if sign < 0:           # (negation, not a product: a Fraction product takes a gcd)
+            cpu, mem, gpu = -r.cpu, -r.memory, -gpu
+        else:
+            cpu, mem = r.cpu, r.memory
         versions = self.alloc_version
         for q in self.state.queue_path(job.queue):
             versions[q.name] = versions.get(q.name, 0) + 1

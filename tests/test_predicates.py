@@ -206,3 +206,19 @@ def test_selector_on_a_per_node_label_distinguishes_nodes():
     """Nodes that differ only in their hostname label must not share a predicate answer."""
     assert allowed(node_selector={"kubernetes.io/hostname": "c"}) == {"c"}
     assert allowed(affinity=affinity(term(expr("kubernetes.io/hostname", "NotIn", "a", "b")))) == {"c", "d"}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_node_groups_are_unique_rows_of_their_codes(seed: int) -> None:
+    """The node groups' unique rows (one integer per row, kai_cp/predicates.py) against numpy's
+    unique over rows: same first nodes in the same order and the same group of every node,
+    including codes too many for one integer (numpy's own path then)."""
+    import numpy as np
+
+    from kai_cp.predicates import _unique_rows
+    rng = np.random.default_rng(seed)
+    for n, width, top in ((1, 1, 1), (300, 1, 7), (300, 3, 5), (500, 4, 1 << 20)):
+        cols = [rng.integers(0, top, n).astype(np.int64) for _ in range(width)]
+        _, first, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
+        mine_first, mine_inverse = _unique_rows(cols)
+        assert np.array_equal(mine_first, first) and np.array_equal(mine_inverse, inverse.reshape(-1))
