@@ -40,4 +40,5 @@ class NoVictimGrowth:
             for _, var, _ in plan:
                 m.add(var == 0).only_enforce_if(~loses)
             m.add(cp_model.LinearExpr.sum([ctx.x[i] for i in mine]) == 0).only_enforce_if(loses)
-            ctx.hint(loses, 1 if any(t.key in ctx.greedy.session.evictions for ts, _, _ in plan for t in ts) else 0)
+            # follows the unit's evictions, greedy's and then the constructive eviction hint's
+            ctx.derive_hint(lambda loses=loses, plan=plan: ctx.hint(loses, 1 if any(ctx.hinted(var) for _, var, _ in plan) else 0))
