@@ -178,7 +178,7 @@ class Fitter:
             fits = rows_fit(s.free, sub, vec)
             if not fits.any():
                 return None, False
-            fits_idle = fits & rows_fit(s.idle, sub, vec)
+            fits_idle = fits & rows_fit(s.idle, sub, vec) if s.positive_releasing else fits
         score = self._scores(task, sub, fits_idle, allowed)
         if self.pod_affinity_scoring:
             pref = preferred_scores(self.state.predicates.pod_index, task)
@@ -256,7 +256,7 @@ class Fitter:
             fits_idle = fits
         else:
             fits = rows_fit(s.free, sub, vec)
-            fits_idle = fits & rows_fit(s.idle, sub, vec)
+            fits_idle = fits & rows_fit(s.idle, sub, vec) if s.positive_releasing else fits
             # Free capacity only shrinks in this action, except what the current attempt may roll
             # back: nodes that fit nothing now (and were not touched by it) are dropped for good.
             keep = fits if not s.touched else fits | np.isin(sub, np.fromiter(s.touched, dtype=np.int64))
@@ -413,7 +413,7 @@ class NodeWalker:
             if not fits:
                 self.pos += 1
                 continue
-            fits_idle = bool(np.all(s.idle[n, need] >= vec))
+            fits_idle = bool(np.all(s.idle[n, need] >= vec)) if s.positive_releasing else True
             if self.idle0[self.pos] and not fits_idle:
                 self.stale = True        # re-rank: this node now only fits with releasing capacity
                 return None, False

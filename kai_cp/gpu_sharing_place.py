@@ -34,7 +34,9 @@ def _masks(fitter: Fitter, task: TaskInfo, sub: np.ndarray):
         base_free = base_idle = np.ones(len(sub), dtype=bool)
     else:
         base_free = rows_fit(s.free, sub, vec)
-        base_idle = rows_fit(s.idle, sub, vec)
+        # (without releasing capacity idle >= free: on the nodes that fit, both pass; the idle
+        # masks are read only there)
+        base_idle = rows_fit(s.idle, sub, vec) if s.positive_releasing else base_free
     # free and idle at once (rows of two): the devices' part is read once
     whole = np.stack((s.free[:, 2].take(sub), s.idle[:, 2].take(sub)))
     pods = np.stack((s.free[:, 3].take(sub), s.idle[:, 3].take(sub)))

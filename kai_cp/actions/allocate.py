@@ -337,6 +337,7 @@ def _unhold(session: Session, held: list[tuple[int, np.ndarray, np.ndarray]]) ->
     for n, from_idle, from_rel in held:
         session.idle[n] += from_idle
         session.releasing[n] += from_rel
+        session.positive_releasing |= bool(from_rel.any())
         session.free[n] += from_idle + from_rel
 
 
