@@ -52,6 +52,26 @@ def rows_fit(arr: np.ndarray, rows: np.ndarray | None, vec: np.ndarray) -> np.nd
     return out
 
 
+def idle_fits(session: Session, sub: np.ndarray, fits: np.ndarray, vec: np.ndarray) -> np.ndarray:
+    """`fits & rows_fit(session.idle, sub, vec)` for `sub` ascending and `fits` its free-capacity
+    fit: idle >= free except on the nodes that may have releasing capacity, so idle is read only
+    on those (none, in a cluster without terminating pods before its first eviction: this second
+    pass was ~10% of a 10,000-node allocate)."""
+    rel = session.releasing_rows()
+    if len(rel) == 0:
+        return fits
+    if 4 * len(rel) >= len(sub):
+        return fits & rows_fit(session.idle, sub, vec)
+    pos = np.searchsorted(sub, rel)
+    pos = pos[pos < len(sub)]
+    pos = pos[sub.take(pos) == rel[:len(pos)]] if len(pos) else pos
+    if not len(pos):
+        return fits
+    out = fits.copy()
+    out[pos] &= rows_fit(session.idle, sub.take(pos), vec)
+    return out
+
+
 def spread_scores(free_col: np.ndarray, capacity_col: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         s = np.where(capacity_col > 0, free_col / np.maximum(capacity_col, 1), 0.0)
@@ -178,7 +198,7 @@ class Fitter:
             fits = rows_fit(s.free, sub, vec)
             if not fits.any():
                 return None, False
-            fits_idle = fits & rows_fit(s.idle, sub, vec) if s.positive_releasing else fits
+            fits_idle = idle_fits(s, sub, fits, vec)
         score = self._scores(task, sub, fits_idle, allowed)
         if self.pod_affinity_scoring:
             pref = preferred_scores(self.state.predicates.pod_index, task)
@@ -256,7 +276,7 @@ class Fitter:
             fits_idle = fits
         else:
             fits = rows_fit(s.free, sub, vec)
-            fits_idle = fits & rows_fit(s.idle, sub, vec) if s.positive_releasing else fits
+            fits_idle = idle_fits(s, sub, fits, vec)
             # Free capacity only shrinks in this action, except what the current attempt may roll
             # back: nodes that fit nothing now (and were not touched by it) are dropped for good.
             keep = fits if not s.touched else fits | np.isin(sub, np.fromiter(s.touched, dtype=np.int64))
@@ -413,7 +433,7 @@ class NodeWalker:
             if not fits:
                 self.pos += 1
                 continue
-            fits_idle = bool(np.all(s.idle[n, need] >= vec)) if s.positive_releasing else True
+            fits_idle = n not in s.releasing_nodes or bool(np.all(s.idle[n, need] >= vec))
             if self.idle0[self.pos] and not fits_idle:
                 self.stale = True        # re-rank: this node now only fits with releasing capacity
                 return None, False

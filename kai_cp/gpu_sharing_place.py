@@ -10,7 +10,7 @@ from typing import Iterator
 
 import numpy as np
 
-from kai_cp.fit import SHARING_ORDER_SCORE, Fitter, rows_fit
+from kai_cp.fit import SHARING_ORDER_SCORE, Fitter, idle_fits, rows_fit
 from kai_cp.gpu_sharing import WHOLE, choose_devices, new_group_id, node_fits, releasing_needed
 from kai_cp.jobs import TaskInfo
 
@@ -34,9 +34,8 @@ def _masks(fitter: Fitter, task: TaskInfo, sub: np.ndarray):
         base_free = base_idle = np.ones(len(sub), dtype=bool)
     else:
         base_free = rows_fit(s.free, sub, vec)
-        # (without releasing capacity idle >= free: on the nodes that fit, both pass; the idle
-        # masks are read only there)
-        base_idle = rows_fit(s.idle, sub, vec) if s.positive_releasing else base_free
+        # (exact on the nodes that fit free capacity, the only ones its idle masks are read on)
+        base_idle = idle_fits(s, sub, base_free, vec)
     # free and idle at once (rows of two): the devices' part is read once
     whole = np.stack((s.free[:, 2].take(sub), s.idle[:, 2].take(sub)))
     pods = np.stack((s.free[:, 3].take(sub), s.idle[:, 3].take(sub)))

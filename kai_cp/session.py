@@ -93,10 +93,11 @@ class Session:
     shared: SharedLedger | None = None                                 # shared GPUs per node (7.3)
     evictions: dict[str, Eviction] = field(default_factory=dict)       # task key -> eviction
     pipeline_only: bool = False                                        # every placement is a pipeline op
-    # Whether some node may have releasing capacity (> 0): while none has, idle >= free on every
-    # node, so whatever fits free capacity fits idle (a fit check's second pass is skipped). Set
-    # at open and wherever releasing grows; never cleared.
-    positive_releasing: bool = True
+    # The nodes that may have releasing capacity (> 0): on every other node idle >= free, so what
+    # fits its free capacity fits its idle (fit checks read idle on these nodes only). Made at
+    # open, added to wherever releasing grows, never cleared.
+    releasing_nodes: set[int] = field(default_factory=set)
+    _releasing_rows: np.ndarray | None = None
     # job -> count of changes to its tasks (placed, unplaced, evicted, un-evicted): what was
     # derived from a job's session state (its tasks to allocate) stays valid while this does
     job_version: dict[str, int] = field(default_factory=dict)
@@ -117,7 +118,19 @@ class Session:
         return cls(state=state, idle=idle, releasing=releasing,
                    allocated={q: _exact(v.allocated) for q, v in state.queues.items()},
                    allocated_np={q: _exact(v.allocated_np) for q, v in state.queues.items()}, free=idle + releasing,
-                   shared=SharedLedger.open(state.nodes), positive_releasing=bool((releasing > 0).any()))
+                   shared=SharedLedger.open(state.nodes),
+                   releasing_nodes=set(np.flatnonzero((releasing > 0).any(axis=1)).tolist()))
+
+    def releasing_grew(self, node: int) -> None:
+        if node not in self.releasing_nodes:
+            self.releasing_nodes.add(node)
+            self._releasing_rows = None
+
+    def releasing_rows(self) -> np.ndarray:
+        """`releasing_nodes`, ascending."""
+        if self._releasing_rows is None:
+            self._releasing_rows = np.array(sorted(self.releasing_nodes), dtype=np.int64)
+        return self._releasing_rows
 
     # -- queries -------------------------------------------------------------------------
     def status(self, task: TaskInfo) -> str:
@@ -232,7 +245,7 @@ class Session:
         if shared and ev.shared_mem:
             self.shared.release(ev.node, ev.task.gpu_groups, ev.shared_mem, +1)
         self.releasing[ev.node] += ev.vec
-        self.positive_releasing = True
+        self.releasing_grew(ev.node)
         self.free[ev.node] += ev.vec
         self.touched.add(ev.node)
         self.evictions[ev.task.key] = ev
@@ -279,7 +292,8 @@ class Session:
             self.shared.apply(p.node, p.gpu_groups, task_memory(p.task.request, self.state.nodes[p.node].gpu_memory),
                               p.ledger_pipelined, -1)
         self.releasing[p.node] += p.from_releasing
-        self.positive_releasing |= bool(p.from_releasing.any())
+        if p.from_releasing.any():
+            self.releasing_grew(p.node)
         self.idle[p.node] += p.vec - p.from_releasing
         self.free[p.node] += p.vec
         del self.placements[p.task.key]

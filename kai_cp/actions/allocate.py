@@ -337,7 +337,8 @@ def _unhold(session: Session, held: list[tuple[int, np.ndarray, np.ndarray]]) ->
     for n, from_idle, from_rel in held:
         session.idle[n] += from_idle
         session.releasing[n] += from_rel
-        session.positive_releasing |= bool(from_rel.any())
+        if from_rel.any():
+            session.releasing_grew(n)
         session.free[n] += from_idle + from_rel
 
 
