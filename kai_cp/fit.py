@@ -188,7 +188,7 @@ class Fitter:
         vec = self.state.table.vector(task)
         sub = self.subset(task, vec)
         if allowed is not None:
-            sub = self._within(allowed, sub)
+            sub = self.within(allowed, sub)
         if len(sub) == 0:
             return None, False
         if task.request.best_effort:
@@ -225,7 +225,7 @@ class Fitter:
             # binpack: min/max over every node that has the resource (spec 5.4), not only the fitting ones
             every = self.has[col]
             if allowed is not None:
-                every = self._within(allowed, every)     # min/max over the node set offered (5.4)
+                every = self.within(allowed, every)     # min/max over the node set offered (5.4)
             score = np.zeros(len(sub), dtype=np.float64)
             if len(every):
                 column = s.free[:, col].take(every)
@@ -239,7 +239,7 @@ class Fitter:
             score[sub == self.state.table.index[task.nominated_node]] += 1_000_000.0
         return score
 
-    def _within(self, allowed: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    def within(self, allowed: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         """`nodes[allowed[nodes]]`, kept per offered node set while its mask is read-only (a
         topology node set's): each task of a gang is placed in the same set, and each narrowed the
         same lists of thousands of nodes to the set's few."""

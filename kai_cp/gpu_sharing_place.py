@@ -49,7 +49,7 @@ def choose_shared(fitter: Fitter, task: TaskInfo, allowed: np.ndarray | None = N
     s, state = fitter.session, fitter.state
     sub = fitter.subset(task, state.table.vector(task))
     if allowed is not None:
-        sub = fitter._within(allowed, sub)
+        sub = fitter.within(allowed, sub)
     if len(sub) == 0:
         return None
     fits, fits_idle, on_group, _ = _masks(fitter, task, sub)
@@ -103,7 +103,7 @@ def shared_failure_reasons(fitter: Fitter, task: TaskInfo, allowed: np.ndarray |
     counts = fitter.failure_reasons(task, allowed)
     sub = fitter.subset(task, fitter.state.table.vector(task))
     if allowed is not None:
-        sub = fitter._within(allowed, sub)
+        sub = fitter.within(allowed, sub)
     if len(sub):
         fits, _, _, base = _masks(fitter, task, sub)
         short = int((base & ~fits).sum())

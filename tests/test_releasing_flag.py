@@ -16,25 +16,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import clustergen as cg
+from greedy_decisions import decisions
 from kai_cp.actions import allocate
-from kai_cp.actions.pipeline import run_greedy
 from kai_cp.fit import idle_fits, rows_fit
 from kai_cp.loader import load_snapshot_dict
 from kai_cp.session import Session
 from kai_cp.state import build_cluster_state
 
-NOW = 1.9e9
 SETTINGS = settings(max_examples=120, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-
-
-def _decisions(doc: dict[str, Any]) -> tuple:
-    state = build_cluster_state(load_snapshot_dict(doc))
-    g = run_greedy(state, NOW)
-    s = g.session
-    return (sorted((k, p.node, p.pipelined, tuple(p.gpu_groups)) for k, p in s.placements.items()),
-            sorted((k, e.node, e.action, e.for_job) for k, e in s.evictions.items()),
-            sorted((name, o.started, tuple(o.errors)) for name, o in g.outcomes.items()))
 
 
 def _checked(m: pytest.MonkeyPatch, seen: list[bool]) -> None:
@@ -59,17 +49,17 @@ def test_every_node_with_releasing_capacity_is_in_the_set(doc: dict[str, Any]) -
     seen: list[bool] = []
     with pytest.MonkeyPatch.context() as m:
         _checked(m, seen)
-        _decisions(doc)
+        decisions(doc)
 
 
 @SETTINGS
 @given(doc=cg.clusters())
 def test_skipping_the_idle_pass_changes_nothing(doc: dict[str, Any]) -> None:
-    fast = _decisions(doc)
+    fast = decisions(doc)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(Session, "releasing_nodes", property(lambda self: _Every(), lambda self, value: None), raising=False)
         m.setattr(Session, "releasing_rows", lambda self: np.arange(len(self.state.nodes)))
-        assert _decisions(doc) == fast
+        assert decisions(doc) == fast
 
 
 class _Every:

@@ -15,21 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import clustergen as cg
+from greedy_decisions import decisions
 from kai_cp.actions.allocate import Allocator
-from kai_cp.actions.pipeline import run_greedy
-from kai_cp.loader import load_snapshot_dict
-from kai_cp.state import build_cluster_state
 
-NOW = 1.9e9
-
-
-def _decisions(doc: dict[str, Any]) -> tuple:
-    state = build_cluster_state(load_snapshot_dict(doc))
-    g = run_greedy(state, NOW)
-    s = g.session
-    return (sorted((k, p.node, p.pipelined, tuple(p.gpu_groups)) for k, p in s.placements.items()),
-            sorted((k, e.node, e.action, e.for_job) for k, e in s.evictions.items()),
-            sorted((name, o.started, tuple(o.errors)) for name, o in g.outcomes.items()))
 
 
 def _every_task_checked(m: pytest.MonkeyPatch) -> None:
@@ -39,10 +27,10 @@ def _every_task_checked(m: pytest.MonkeyPatch) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=cg.clusters())
 def test_skipping_task_checks_changes_nothing(doc: dict[str, Any]) -> None:
-    fast = _decisions(doc)
+    fast = decisions(doc)
     with pytest.MonkeyPatch.context() as m:
         _every_task_checked(m)
-        assert _decisions(doc) == fast
+        assert decisions(doc) == fast
 
 
 def test_a_gpu_memory_task_is_still_checked_after_its_job(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,6 +40,6 @@ def test_a_gpu_memory_task_is_still_checked_after_its_job(monkeypatch: pytest.Mo
     queues = [cg.queue("q", gpu=cg.resource(-1, 0.5))]
     pod = cg.pod("p", "g", annotations={"gpu-memory": "49152"})     # 60% of 81,920 MiB
     doc = cg.snapshot(nodes, queues, [pod], [cg.pod_group("g", "q")])
-    placements, _, outcomes = _decisions(doc)
+    placements, _, outcomes, _ = decisions(doc)
     assert placements == []
     assert any("allowable limit of GPUs" in err for _, _, errors in outcomes for _, err in errors), outcomes
