@@ -77,6 +77,14 @@ class TopologyTree:
             cache[level] = out
         return out
 
+    def name_order(self, level: int) -> np.ndarray:
+        """The level's domains in string order of their ids (name_rank's inverse); cached."""
+        cache = self.__dict__.setdefault("_name_order", {})
+        out = cache.get(level)
+        if out is None:
+            out = cache[level] = np.argsort(self.name_rank(level), kind="stable")
+        return out
+
 
 def build_tree(name: str, levels: list[str], node_labels: list[dict[str, str]]) -> TopologyTree:
     n = len(node_labels)

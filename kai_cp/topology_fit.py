@@ -87,8 +87,16 @@ def _homogeneous(vecs: np.ndarray) -> bool:
 def scope_demand(state: ClusterState, tasks: list[TaskInfo]) -> tuple[np.ndarray, np.ndarray | None]:
     """Summed request (pods slots ignored) and, for homogeneous tasks, the element-wise largest pod."""
     table = state.table
-    vecs = np.stack([table.vector(t) for t in tasks])
-    demand = vecs.sum(axis=0)
+    # one row per distinct request (a gang's pods mostly share one), weighted by its pods
+    counts: dict[int, list] = {}
+    for t in tasks:
+        hit = counts.get(id(t.request))
+        if hit is None:
+            counts[id(t.request)] = [t, 1]
+        else:
+            hit[1] += 1
+    vecs = np.stack([table.vector(t) for t, _ in counts.values()])
+    demand = (vecs * np.array([n for _, n in counts.values()], dtype=np.int64)[:, None]).sum(axis=0)
     pods_col = table.col.get("pods")
     if pods_col is not None:
         demand[pods_col] = 0
@@ -313,8 +321,13 @@ def _sorted_tree_ranks(view: DomainView, tree: TopologyTree, start_level: int, l
         if level <= start_level:
             ranks[level] = np.zeros(n, dtype=np.int64)
             continue
-        parent = ranks[level - 1][tree.parent[level]] if level > 0 else np.zeros(n, dtype=np.int64)
-        order = np.lexsort((tree.name_rank(level), -view.ratio(level), parent))
+        # lexsort((name rank, -ratio, parent rank)) as two stable sorts from the fixed name order,
+        # the parent's left out where every domain has the same one
+        order = tree.name_order(level)
+        order = order[np.argsort(-view.ratio(level)[order], kind="stable")]
+        if level > 0 and level - 1 > start_level:
+            parent = ranks[level - 1][tree.parent[level]]
+            order = order[np.argsort(parent[order], kind="stable")]
         r = np.empty(n, dtype=np.int64)
         r[order] = np.arange(n)
         ranks[level] = r

@@ -105,3 +105,48 @@ def test_sums_kept_for_a_session_follow_its_free_capacity(seed: int) -> None:
             rows = rng.choice(len(member), size=int(rng.integers(1, 6)), replace=False)
             session.free[rows] += rng.integers(-3, 4, (len(rows), values.shape[1]))
         history.append(session.free.copy())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sorted_tree_ranks_are_the_lexicographic_walk(seed: int) -> None:
+    """The tree walk's ranks (children by ratio descending, ties by id, under their parent's
+    rank) against one lexsort per level, from the root and from a start domain, with ties."""
+    from kai_cp.topology_fit import _sorted_tree_ranks
+    tree = cluster(seed, 600)[0]
+    rng = np.random.default_rng(seed)
+    ratios = {lv: rng.integers(0, 4, tree.count(lv)) / 4.0 for lv in range(len(tree.levels))}
+    view = SimpleNamespace(ratio=lambda lv: ratios[lv])
+    lowest = len(tree.levels) - 1
+    for start_level in (ROOT, 0, 1):
+        want: dict[int, np.ndarray] = {}
+        for level in range(max(start_level, ROOT), lowest + 1):
+            n = tree.count(level)
+            if level <= start_level:
+                want[level] = np.zeros(n, dtype=np.int64)
+                continue
+            parent = want[level - 1][tree.parent[level]] if level > 0 else np.zeros(n, dtype=np.int64)
+            order = np.lexsort((tree.name_rank(level), -ratios[level], parent))
+            want[level] = np.empty(n, dtype=np.int64)
+            want[level][order] = np.arange(n)
+        got = _sorted_tree_ranks(view, tree, start_level, lowest)
+        assert set(got) == set(want) and all(np.array_equal(got[lv], want[lv]) for lv in want)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_scope_demand_is_the_sum_and_largest_pod_of_its_tasks(seed: int) -> None:
+    """scope_demand counts each distinct request once, weighted by its pods: the same summed
+    request and largest pod as stacking every task's row."""
+    from kai_cp.topology_fit import _homogeneous, scope_demand
+    rng = np.random.default_rng(seed)
+    requests = [SimpleNamespace(row=np.array([*rng.integers(0, 5, 3), 1]) * (rng.random(4) < 0.8)) for _ in range(3)]
+    tasks = [SimpleNamespace(request=requests[int(rng.integers(len(requests)))]) for _ in range(int(rng.integers(1, 40)))]
+    table = SimpleNamespace(vector=lambda t: t.request.row, col={"cpu": 0, "memory": 1, "gpu": 2, "pods": 3})
+    demand, largest = scope_demand(SimpleNamespace(table=table), tasks)
+    rows = np.stack([t.request.row for t in tasks])
+    want = rows.sum(axis=0)
+    want[3] = 0
+    assert np.array_equal(demand, want)
+    if _homogeneous(rows):
+        assert largest is not None and np.array_equal(largest, rows.max(axis=0))
+    else:
+        assert largest is None
