@@ -32,10 +32,12 @@ def binpack_scores(free_col: np.ndarray, alloc_col: np.ndarray) -> np.ndarray:
 
 def binpack_between(free_col: np.ndarray, has: np.ndarray, lo, hi) -> np.ndarray:
     """Binpack scores of some nodes given the min/max free capacity over all nodes offered (5.4)."""
-    out = np.zeros(len(free_col), dtype=np.float64)
-    if hi > 0:
-        out[has] = 9.0 if lo == hi else 9.0 * (1.0 - (free_col[has] - lo) / float(hi - lo))
-    return out
+    if hi <= 0:
+        return np.zeros(len(free_col), dtype=np.float64)
+    if lo == hi:
+        return np.where(has, 9.0, 0.0)
+    # every node computed, those without the resource zeroed (a masked gather and scatter cost more)
+    return np.where(has, 9.0 * (1.0 - (free_col - lo) / float(hi - lo)), 0.0)
 
 
 def rows_fit(arr: np.ndarray, rows: np.ndarray | None, vec: np.ndarray) -> np.ndarray:

@@ -36,6 +36,13 @@ def _masks(fitter: Fitter, task: TaskInfo, sub: np.ndarray):
         base_free = rows_fit(s.free, sub, vec)
         # (exact on the nodes that fit free capacity, the only ones its idle masks are read on)
         base_idle = idle_fits(s, sub, base_free, vec)
+    if not s.releasing_nodes:
+        # idle >= free on every node: where free capacity fits, idle does too (the idle masks are
+        # read on fitting nodes only)
+        gpu_free, on_group = node_fits(task.request, s.shared, sub, s.free[:, 2].take(sub), s.free[:, 3].take(sub),
+                                       synced)
+        fits = base_free & gpu_free
+        return fits, fits, on_group, base_free
     # free and idle at once (rows of two): the devices' part is read once
     whole = np.stack((s.free[:, 2].take(sub), s.idle[:, 2].take(sub)))
     pods = np.stack((s.free[:, 3].take(sub), s.idle[:, 3].take(sub)))

@@ -68,6 +68,9 @@ class _Every:
     def __contains__(self, node: int) -> bool:
         return True
 
+    def __bool__(self) -> bool:
+        return True
+
     def add(self, node: int) -> None:
         pass
 
