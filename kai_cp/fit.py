@@ -376,8 +376,13 @@ def _walk_keys(sub: np.ndarray, free: np.ndarray, cpu_only: np.ndarray, fits_idl
     n = len(sub)
     if n and (free.dtype.kind != "i" or n >= 1 << _POS_BITS or free.min() < 0 or free.max() >= 1 << _FREE_BITS):
         return (sub, free, ~cpu_only, ~fits_idle, ~on_shared)
-    flags = ((~on_shared).astype(np.int64) << 2) | ((~fits_idle).astype(np.int64) << 1) | (~cpu_only)
-    return (flags << (_FREE_BITS + _POS_BITS)) | (free.astype(np.int64) << _POS_BITS) | np.arange(n)
+    key = (free.astype(np.int64) << _POS_BITS) | np.arange(n)
+    # each flag's bit above the free capacity, where it tells nodes apart (one every node shares
+    # orders nothing: a GPU task's CPU-only and shared-GPU flags, fitting on idle without releasing)
+    for flag, bit in ((on_shared, 2), (fits_idle, 1), (cpu_only, 0)):
+        if flag.any() and not flag.all():
+            key |= (~flag).astype(np.int64) << (_FREE_BITS + _POS_BITS + bit)
+    return key
 
 
 class NodeWalker:
