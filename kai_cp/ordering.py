@@ -49,6 +49,17 @@ def tasks_to_allocate(job: JobInfo, session: Session, real: bool = True) -> list
 def request_vector(tasks: Iterable[TaskInfo], divisor: int | None) -> dict[str, Fraction]:
     """Sum of requests; GPU-memory tasks count memory / `divisor` GPUs (init_resources, with the
     cluster's ClusterState.gpu_memory_divisor) or 0 when `divisor` is None (limit check, 3.6)."""
+    cpu, memory, gpu = _request_sums(tasks, divisor)
+    return {"cpu": Fraction(cpu), "memory": Fraction(memory), "gpu": Fraction(gpu)}
+
+
+def request_floats(tasks: Iterable[TaskInfo], divisor: int | None) -> list[float]:
+    """request_vector's values as floats in RESOURCES order (the queue order compares floats),
+    without making Fractions of them first (the same floats: each sum is exact)."""
+    return [float(v) for v in _request_sums(tasks, divisor)]
+
+
+def _request_sums(tasks: Iterable[TaskInfo], divisor: int | None) -> tuple[int, int, int | Fraction]:
     cpu = memory = gpu = 0
     for t in tasks:
         r = t.request
@@ -58,7 +69,7 @@ def request_vector(tasks: Iterable[TaskInfo], divisor: int | None) -> dict[str, 
             gpu += r.gpu_quota
         elif divisor is not None:
             gpu += r.pending_gpus(divisor)
-    return {"cpu": Fraction(cpu), "memory": Fraction(memory), "gpu": Fraction(gpu)}
+    return cpu, memory, gpu
 
 
 def job_order_key(job: JobInfo, session: Session) -> tuple:
@@ -238,10 +249,8 @@ class JobQueue:
         if v is None:
             s = self.session
 
-            def compute() -> list[float]:
-                req = request_vector(tasks_to_allocate(job, s, self.real), s.state.gpu_memory_divisor)
-                return [float(req[r]) for r in RESOURCES]
-            v = self._init[job.name] = s.job_derived(("init", self.real), job.name, compute)
+            v = self._init[job.name] = s.job_derived(("init", self.real), job.name, lambda: request_floats(
+                tasks_to_allocate(job, s, self.real), s.state.gpu_memory_divisor))
         return v
 
     def best(self, queue: str) -> JobInfo | None:

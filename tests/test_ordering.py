@@ -3,13 +3,16 @@ PodSet order (4.6)."""
 
 from __future__ import annotations
 
+import random
 from fractions import Fraction
+from types import SimpleNamespace
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from clustergen import clusters
-from kai_cp.ordering import job_order_key, request_vector, tasks_to_allocate
+from kai_cp.ordering import job_order_key, request_floats, request_vector, tasks_to_allocate
+from kai_cp.resources import PodRequest
 from kai_cp.session import Session
 from snapshot_builder import node, pod, podgroup, queue, snapshot, solve_doc, state_of
 
@@ -295,3 +298,17 @@ def test_a_sibling_queues_job_changes_the_order_so_it_is_kept():
     assert _pop_order(st_, todo, []) == ["ta", "tb"]
     assert _pop_order(st_, todo, others) == ["tb", "ta"]
     assert [j.name for j in order_relevant(st_, others, ["a2", "b1"])] == ["o"]
+
+
+def test_request_floats_are_the_request_vectors_floats() -> None:
+    """The queue order's init resources as floats straight from the sums: the same floats as the
+    exact request vector's (memory past 2**53 bytes, GPU fractions and GPU memory included)."""
+    rnd = random.Random(7)
+    kinds = [lambda: PodRequest(cpu=rnd.randrange(10**6), memory=rnd.randrange(2**60), gpus=rnd.randrange(9)),
+             lambda: PodRequest(cpu=1, memory=2**53 + 1, kind="Fraction", gpu_portion=Fraction(rnd.randrange(1, 100), 100),
+                                devices=rnd.randrange(1, 3)),
+             lambda: PodRequest(memory=3, kind="GpuMemory", gpu_memory=rnd.randrange(1, 80_000), devices=1)]
+    for _ in range(200):
+        tasks = [SimpleNamespace(request=rnd.choice(kinds)()) for _ in range(rnd.randrange(0, 6))]
+        for divisor in (None, 100, 81_920):
+            assert request_floats(tasks, divisor) == [float(v) for v in request_vector(tasks, divisor).values()]
