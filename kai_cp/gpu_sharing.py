@@ -194,8 +194,7 @@ def node_fits(request: PodRequest, ledger: SharedLedger, sub: np.ndarray, whole_
 
     `whole_free` are the whole GPUs counted as available (idle, or idle + releasing); a new
     shared GPU also needs a pod slot for its reservation pod, so every fractional task needs two
-    free pod slots (KAI's quirk, 5.3 predicate 4). `whole_free` and `pods_free` may be rows of
-    several such countings (k x len(sub)): the fit is then per row."""
+    free pod slots (KAI's quirk, 5.3 predicate 4)."""
     cap = ledger.capacity[sub]
     mem = task_memory_vector(request, cap)
     on_group = ledger.best[sub] >= mem

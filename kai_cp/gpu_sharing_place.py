@@ -10,7 +10,7 @@ from typing import Iterator
 
 import numpy as np
 
-from kai_cp.fit import SHARING_ORDER_SCORE, Fitter, idle_fits, rows_fit
+from kai_cp.fit import SHARING_ORDER_SCORE, Fitter, releasing_positions, rows_fit
 from kai_cp.gpu_sharing import WHOLE, choose_devices, new_group_id, node_fits, releasing_needed
 from kai_cp.jobs import TaskInfo
 
@@ -27,27 +27,28 @@ def device_spread(state) -> bool:
 
 
 def _masks(fitter: Fitter, task: TaskInfo, sub: np.ndarray):
+    """(fits, fits on idle, on a joinable shared GPU, CPU/memory/pods fit) per node of `sub`. The
+    idle fit is exact on the fitting nodes, the only ones it is read on: idle >= free except where
+    releasing_positions says, so idle is read there only."""
     s, t = fitter.session, fitter.state.table
     vec = t.vector(task)
-    synced = fitter.synced
-    if task.request.best_effort:
-        base_free = base_idle = np.ones(len(sub), dtype=bool)
-    else:
-        base_free = rows_fit(s.free, sub, vec)
-        # (exact on the nodes that fit free capacity, the only ones its idle masks are read on)
-        base_idle = idle_fits(s, sub, base_free, vec)
-    if not s.releasing_nodes:
-        # idle >= free on every node: where free capacity fits, idle does too (the idle masks are
-        # read on fitting nodes only)
-        gpu_free, on_group = node_fits(task.request, s.shared, sub, s.free[:, 2].take(sub), s.free[:, 3].take(sub),
-                                       synced)
-        fits = base_free & gpu_free
+    best_effort = task.request.best_effort
+    base_free = np.ones(len(sub), dtype=bool) if best_effort else rows_fit(s.free, sub, vec)
+    gpu_free, on_group = node_fits(task.request, s.shared, sub, s.free[:, 2].take(sub), s.free[:, 3].take(sub),
+                                   fitter.synced)
+    fits = base_free & gpu_free
+    pos = releasing_positions(s, sub)
+    if pos is None:
+        pos = np.arange(len(sub))
+    if not len(pos):
         return fits, fits, on_group, base_free
-    # free and idle at once (rows of two): the devices' part is read once
-    whole = np.stack((s.free[:, 2].take(sub), s.idle[:, 2].take(sub)))
-    pods = np.stack((s.free[:, 3].take(sub), s.idle[:, 3].take(sub)))
-    (gpu_free, gpu_idle), on_group = node_fits(task.request, s.shared, sub, whole, pods, synced)
-    return base_free & gpu_free, base_idle & gpu_idle, on_group, base_free
+    rows = sub.take(pos)
+    gpu_idle, _ = node_fits(task.request, s.shared, rows, s.idle[:, 2].take(rows), s.idle[:, 3].take(rows), fitter.synced)
+    if not best_effort:
+        gpu_idle &= rows_fit(s.idle, rows, vec)
+    fits_idle = fits.copy()
+    fits_idle[pos] &= gpu_idle
+    return fits, fits_idle, on_group, base_free
 
 
 def choose_shared(fitter: Fitter, task: TaskInfo, allowed: np.ndarray | None = None, extra: np.ndarray | None = None):

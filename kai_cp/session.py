@@ -121,8 +121,25 @@ class Session:
                    shared=SharedLedger.open(state.nodes),
                    releasing_nodes=set(np.flatnonzero((releasing > 0).any(axis=1)).tolist()))
 
-    def releasing_grew(self, node: int) -> None:
-        if node not in self.releasing_nodes:
+    def take(self, node: int, from_idle: np.ndarray | None, from_releasing: np.ndarray) -> None:
+        """Take capacity off a node: these amounts of its idle (None: none) and releasing resources."""
+        if from_idle is None:
+            self.free[node] -= from_releasing
+        else:
+            self.idle[node] -= from_idle
+            self.free[node] -= from_idle + from_releasing
+        self.releasing[node] -= from_releasing
+
+    def give_back(self, node: int, to_idle: np.ndarray | None, to_releasing: np.ndarray) -> None:
+        """Add capacity to a node (what `take` or a placement took, or what an eviction frees: no
+        idle), noting the nodes whose releasing capacity grows (`releasing_nodes`)."""
+        if to_idle is None:
+            self.free[node] += to_releasing
+        else:
+            self.idle[node] += to_idle
+            self.free[node] += to_idle + to_releasing
+        self.releasing[node] += to_releasing
+        if node not in self.releasing_nodes and to_releasing.any():
             self.releasing_nodes.add(node)
             self._releasing_rows = None
 
@@ -244,9 +261,7 @@ class Session:
     def _reevict(self, ev: Eviction, shared: bool = True) -> None:
         if shared and ev.shared_mem:
             self.shared.release(ev.node, ev.task.gpu_groups, ev.shared_mem, +1)
-        self.releasing[ev.node] += ev.vec
-        self.releasing_grew(ev.node)
-        self.free[ev.node] += ev.vec
+        self.give_back(ev.node, None, ev.vec)
         self.touched.add(ev.node)
         self.evictions[ev.task.key] = ev
         k = (ev.task.job, ev.task.podset)
@@ -256,8 +271,7 @@ class Session:
     def _unevict(self, ev: Eviction) -> None:
         if ev.shared_mem:
             self.shared.release(ev.node, ev.task.gpu_groups, ev.shared_mem, -1)
-        self.releasing[ev.node] -= ev.vec
-        self.free[ev.node] -= ev.vec
+        self.take(ev.node, None, ev.vec)
         del self.evictions[ev.task.key]
         self.added[(ev.task.job, ev.task.podset)] += 1
         self._account(ev.task, ev.node, +1)
@@ -279,9 +293,7 @@ class Session:
         self._unplace(p)
 
     def _replace_placement(self, p: Placement) -> None:
-        self.releasing[p.node] -= p.from_releasing
-        self.idle[p.node] -= p.vec - p.from_releasing
-        self.free[p.node] -= p.vec
+        self.take(p.node, p.vec - p.from_releasing, p.from_releasing)
         if p.gpu_groups:
             self.shared.apply(p.node, p.gpu_groups, task_memory(p.task.request, self.state.nodes[p.node].gpu_memory),
                               p.ledger_pipelined, +1)
@@ -291,11 +303,7 @@ class Session:
         if p.gpu_groups:
             self.shared.apply(p.node, p.gpu_groups, task_memory(p.task.request, self.state.nodes[p.node].gpu_memory),
                               p.ledger_pipelined, -1)
-        self.releasing[p.node] += p.from_releasing
-        if p.from_releasing.any():
-            self.releasing_grew(p.node)
-        self.idle[p.node] += p.vec - p.from_releasing
-        self.free[p.node] += p.vec
+        self.give_back(p.node, p.vec - p.from_releasing, p.from_releasing)
         del self.placements[p.task.key]
         self.added[(p.task.job, p.task.podset)] -= 1
         self._account(p.task, p.node, -1)

@@ -326,20 +326,14 @@ def _hold(session: Session, tasks: list[TaskInfo]) -> list[tuple[int, np.ndarray
         from_rel = np.minimum(vec - from_idle, np.maximum(session.releasing[n], 0))
         if (from_idle + from_rel < vec).any():
             continue
-        session.idle[n] -= from_idle
-        session.releasing[n] -= from_rel
-        session.free[n] -= from_idle + from_rel
+        session.take(n, from_idle, from_rel)
         held.append((n, from_idle, from_rel))
     return held
 
 
 def _unhold(session: Session, held: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
     for n, from_idle, from_rel in held:
-        session.idle[n] += from_idle
-        session.releasing[n] += from_rel
-        if from_rel.any():
-            session.releasing_grew(n)
-        session.free[n] += from_idle + from_rel
+        session.give_back(n, from_idle, from_rel)
 
 
 def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyResult:
