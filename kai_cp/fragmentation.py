@@ -110,14 +110,24 @@ class FragIndex:
 
     def __init__(self, mix: Mix, devs: Devices):
         self.mix, self.devs = mix, devs
+        self._allowed_t = np.ascontiguousarray(mix.allowed.T)
+        self._whole_part: dict[int, tuple] = {}
+        self._bases: dict[tuple[int, int], np.ndarray] = {}
+        self._weighted: dict[tuple[int, int], tuple] = {}
         dev = devs.free
         self.present = dev >= 0
         self.d = np.where(self.present, dev, 0)
         self.total = self.d.sum(axis=1)                                               # n
-        mu = mix.milli
-        small = (self.d[:, None, :] < mu[None, :, None]) & self.present[:, None, :]    # n x m x s
-        self.frag_small = (small * self.d[:, None, :]).sum(axis=2)                     # n x m
-        self.ok_count = (~small & self.present[:, None, :]).sum(axis=2)               # n x m
+        # per kind, the free capacity of devices too small for it and the count of those not:
+        # summed a slot at a time (a reduction over the short slot axis of an n x m x s array
+        # was most of the index's build at 10,000 nodes)
+        self.frag_small = np.zeros((len(dev), len(mix.milli)), dtype=np.int64)          # n x m
+        self.ok_count = np.zeros((len(dev), len(mix.milli)), dtype=np.int64)            # n x m
+        for s in range(dev.shape[1]):
+            d, present = self.d[:, s, None], self.present[:, s, None]
+            small = d < mix.milli[None, :]
+            self.frag_small += np.where(small & present, d, 0)
+            self.ok_count += ~small & present
         self.full = ((self.d == FULL) & self.present).sum(axis=1)                      # n
         self.partial = self.total - FULL * self.full
         self.g0 = self._g(self.frag_small, self.ok_count, self.full[:, None], self.partial[:, None], self.total[:, None])
@@ -126,8 +136,6 @@ class FragIndex:
         # CPU per GPU the mix asks for: a node with less CPU than that per free GPU strands GPUs
         gpus = mix.milli * mix.count / FULL
         self.cpu_per_gpu = float((mix.weight * mix.cpu).sum() / max((mix.weight * gpus).sum(), 1e-9))
-        self.slot_of = [{g: s for s, g in enumerate(gs) if g is not None} for gs in devs.groups]
-        self.fresh = [next((s for s, g in enumerate(gs) if g is None), None) for gs in devs.groups]
 
     def _g(self, frag_small, ok_count, full, partial, total):
         """Per kind, the fragment when the pod's CPU and memory fit."""
@@ -137,9 +145,23 @@ class FragIndex:
         return np.where(m.fraction, frac, whole)
 
     def _base(self, cpu: int, memory: int) -> np.ndarray:
-        m = self.mix
-        return ((self.devs.cpu[:, None] - cpu >= m.cpu[None, :]) & (self.devs.memory[:, None] - memory >= m.memory[None, :])
-                & m.allowed.T)
+        """Kinds that still fit each node's CPU, memory and predicates once a pod took `cpu` and
+        `memory` there. Kept per (cpu, memory): classes of many requests share them."""
+        hit = self._bases.get((cpu, memory))
+        if hit is None:
+            m = self.mix
+            hit = self._bases[(cpu, memory)] = ((self.devs.cpu[:, None] >= m.cpu[None, :] + cpu)
+                                                 & (self.devs.memory[:, None] >= m.memory[None, :] + memory)
+                                                 & self._allowed_t)
+        return hit
+
+    def _weighted_base(self, cpu: int, memory: int) -> tuple[np.ndarray, np.ndarray]:
+        """(base x weight, the weight of the kinds that do not fit), for shared-GPU pods."""
+        hit = self._weighted.get((cpu, memory))
+        if hit is None:
+            base = self._base(cpu, memory)
+            hit = self._weighted[(cpu, memory)] = (base * self.mix.weight, (~base) @ self.mix.weight)
+        return hit
 
     def _expect(self, g: np.ndarray, base: np.ndarray, total: np.ndarray) -> np.ndarray:
         w = self.mix.weight
@@ -174,51 +196,61 @@ class FragIndex:
         base = self._base(cpu, memory)
         if gpus <= 0:
             return self._expect(self.g0, base, self.total) - self.before + self.stranding(0, cpu)
-        full = self.full - gpus
-        total = self.total - FULL * gpus
-        g = self._g(self.frag_small, self.ok_count - gpus, full[:, None], self.partial[:, None], total[:, None])
+        part = self._whole_part.get(gpus)      # the GPU part depends on the count alone
+        if part is None:
+            full = self.full - gpus
+            total = self.total - FULL * gpus
+            part = self._whole_part[gpus] = (
+                self._g(self.frag_small, self.ok_count - gpus, full[:, None], self.partial[:, None], total[:, None]), total)
+        g, total = part
         out = self._expect(g, base, total) - self.before + self.stranding(FULL * gpus, cpu) \
             + FULL * gpus * self.scarcity()
         return np.where(self.full >= gpus, out, np.inf)
 
-    def fraction(self, need: np.ndarray, cpu: int, memory: int, key=None) -> np.ndarray:
+    def fraction(self, need: np.ndarray, cpu: int, memory: int) -> np.ndarray:
         """Rise in fragmentation per node and device slot for a pod taking `need[n]` milli-GPU on
-        one device (inf where the slot cannot take it). The GPU part depends only on `need`, so
-        it is kept per `key` (the request's GPU ask); CPU and memory are applied per pod."""
+        one device (inf where the slot cannot take it)."""
+        n, width = self.d.shape
+        return np.stack([self.fraction_at(need, cpu, memory, np.full(n, s)) for s in range(width)], axis=1)
+
+    def kai_slot(self, need: np.ndarray, spread: bool) -> np.ndarray:
+        """Per node, the device KAI's GPU order gives a shared-GPU pod (7.4): the fullest shared
+        GPU it fits on (gpupack), or a fresh GPU first (gpuspread); slot 0 where none fits."""
+        fits = self.present & (self.d >= need[:, None])
+        key = np.where(fits, self.d, np.iinfo(np.int64).max if not spread else -1)
+        return key.argmax(axis=1) if spread else key.argmin(axis=1)
+
+    def fraction_at(self, need: np.ndarray, cpu: int, memory: int, slot: np.ndarray, key=None) -> np.ndarray:
+        """Rise in fragmentation per node when the pod takes `need[n]` milli-GPU on device
+        `slot[n]` (inf where that device cannot take it). The GPU part depends only on `need`
+        and the slots, so it is kept per `key` (the request's GPU ask and the device order); CPU
+        and memory are applied per pod."""
         cached = self._gpu_part.get(key) if key is not None else None
         if cached is None:
-            mu = self.mix.milli[None, None, :]
-            q = need[:, None, None]
-            d = self.d[:, :, None]                                                     # n x s x 1
-            was_ok = d >= mu
-            now_small = was_ok & (d - q < mu)
-            frag_small = self.frag_small[:, None, :] - q * (~was_ok) + (d - q) * now_small
-            ok_count = self.ok_count[:, None, :] - now_small
+            rows = np.arange(len(slot))
+            d = self.d[rows, slot]
+            q, dd, mu = need[:, None], d[:, None], self.mix.milli[None, :]
+            was_ok = dd >= mu
+            now_small = was_ok & (dd - q < mu)
+            frag_small = self.frag_small - q * (~was_ok) + (dd - q) * now_small
             is_full = d == FULL
-            full = self.full[:, None, None] - is_full
-            partial = self.partial[:, None, None] + FULL * is_full - q
-            total = (self.total[:, None] - need[:, None])                              # n x s
-            g = self._g(frag_small, ok_count, full, partial, total[:, :, None]).astype(np.float64)
-            fits = self.present & (self.d >= need[:, None])
-            cached = (g, total, fits)
+            total = self.total - need
+            g = self._g(frag_small, self.ok_count - now_small, (self.full - is_full)[:, None],
+                        (self.partial + FULL * is_full - need)[:, None], total[:, None]).astype(np.float64)
+            cached = (g, total, self.present[rows, slot] & (d >= need))
             if key is not None:
                 self._gpu_part[key] = cached
         g, total, fits = cached
-        base = self._base(cpu, memory)
-        out = np.einsum("nsm,nm->ns", g, base * self.mix.weight) + total * ((~base) @ self.mix.weight)[:, None]
-        out = out - self.before[:, None] + (self.stranding(need, cpu) + need * self.scarcity())[:, None]
+        weighted, unfit = self._weighted_base(cpu, memory)
+        out = np.einsum("nm,nm->n", g, weighted) + total * unfit
+        out = out - self.before + (self.stranding(need, cpu) + need * self.scarcity())
         return np.where(fits, out, np.inf)
 
 
-def kai_slot_deltas(idx: "FragIndex", table: np.ndarray, need: np.ndarray, spread: bool) -> np.ndarray:
-    """Per node, the rise at the device KAI's GPU order would give the pod (7.4): the fullest
-    shared GPU it fits on (gpupack), or a fresh GPU first (gpuspread). The model keeps KAI's
-    device choice within a node; fragmentation decides between nodes."""
-    fits = idx.present & (idx.d >= need[:, None])
-    key = np.where(fits, idx.d, np.iinfo(np.int64).max if not spread else -1)
-    slot = key.argmax(axis=1) if spread else key.argmin(axis=1)
-    out = table[np.arange(len(table)), slot]
-    return np.where(fits.any(axis=1), out, np.inf)
+def kai_slot_deltas(idx: "FragIndex", need: np.ndarray, cpu: int, memory: int, spread: bool, key=None) -> np.ndarray:
+    """Per node, the rise at the device KAI's GPU order would give the pod (7.4). The model keeps
+    KAI's device choice within a node; fragmentation decides between nodes."""
+    return idx.fraction_at(need, cpu, memory, idx.kai_slot(need, spread), None if key is None else (key, spread))
 
 
 def fragmentation(mix: Mix, dev: np.ndarray, cpu: np.ndarray, memory: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from kai_cp.cycle import CycleSettings, run_cycle
-from kai_cp.fragmentation import FragIndex, Mix, Devices, fragmentation
+from kai_cp.fragmentation import FragIndex, Mix, Devices, fragmentation, kai_slot_deltas
 from kai_cp.loader import load_snapshot_dict
 from kai_cp.simulate import simulate
 from kai_cp.validate import violations
@@ -323,6 +323,53 @@ def test_scarcity_keeps_flexible_pods_off_nodes_restricted_kinds_need():
     s = FragIndex(mix([[True, True], [True, False]]), devs).scarcity()
     assert s[0] > 0 > s[1]
     assert FragIndex(mix([[True, True], [True, True]]), devs).scarcity().tolist() == pytest.approx([0.0, 0.0])
+
+
+def test_kai_slot_deltas_read_the_device_kai_gives_the_pod():
+    """The rise measured on one device per node only (the one KAI's GPU order picks: the fullest
+    shared GPU the pod fits on with binpack, the emptiest with spread, the first on ties) equals
+    the full per-device table read at that device, whatever other requests were measured on the
+    same index before (its per-request parts are kept)."""
+    rng = random.Random(11)
+    for _ in range(30):
+        n, width = rng.randint(1, 6), 6
+        dev = np.full((n, width), -1, dtype=np.int64)
+        for i in range(n):
+            for s in range(rng.randint(1, width)):
+                dev[i, s] = rng.choice([0, 100, 190, 300, 500, 700, 1000, 1000])
+        cpu = np.array([rng.choice([0, 4000, 16000]) for _ in range(n)], dtype=np.int64)
+        mem = np.array([rng.choice([10 ** 9, 10 ** 12]) for _ in range(n)], dtype=np.int64)
+        mix = _random_mix(rng, n)
+        mix.memory = np.array([rng.choice([0, 5 * 10 ** 8]) for _ in mix.memory], dtype=np.int64)
+        idx = FragIndex(mix, Devices(dev, cpu, mem, [[None] * width for _ in range(n)]))
+        for _ in range(4):
+            need = np.array([rng.choice([100, 250, 500, 1000]) for _ in range(n)], dtype=np.int64)
+            pod_cpu, pod_mem, spread = rng.choice([0, 1000, 8000]), rng.choice([0, 10 ** 9]), rng.random() < 0.5
+            table = idx.fraction(need, pod_cpu, pod_mem)
+            got = kai_slot_deltas(idx, need, pod_cpu, pod_mem, spread, key=tuple(need.tolist()))
+            for i in range(n):
+                ok = [s for s in range(width) if dev[i, s] >= need[i]]
+                if not ok:
+                    assert got[i] == np.inf
+                    continue
+                best = (max if spread else min)(dev[i, s] for s in ok)
+                slot = next(s for s in ok if dev[i, s] == best)
+                assert got[i] == table[i, slot]
+                after = dev.copy()
+                after[i, slot] -= need[i]
+                assert got[i] == pytest.approx(fragmentation(idx.mix, after, cpu - pod_cpu, mem - pod_mem)[i]
+                                               - idx.before[i] + idx.stranding(need, pod_cpu)[i]
+                                               + need[i] * idx.scarcity()[i])
+            k = rng.randint(1, 3)
+            w = idx.whole(k, pod_cpu, pod_mem)
+            for i in range(n):
+                full = [s for s in range(width) if dev[i, s] == 1000]
+                if len(full) >= k:
+                    after = dev.copy()
+                    after[i, full[:k]] = 0
+                    assert w[i] == pytest.approx(fragmentation(idx.mix, after, cpu - pod_cpu, mem - pod_mem)[i]
+                                                 - idx.before[i] + idx.stranding(1000 * k, pod_cpu)[i]
+                                                 + 1000 * k * idx.scarcity()[i])
 
 
 def test_fragmentation_closed_form_matches_the_definition():

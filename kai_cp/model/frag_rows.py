@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from kai_cp.fragmentation import FULL, Devices, FragIndex, Mix, devices_of, kai_slot_deltas, workload_mix
-from kai_cp.gpu_sharing import SharedLedger, task_memory
+from kai_cp.gpu_sharing import SharedLedger, task_memory_vector
 from kai_cp.gpu_sharing_place import device_spread
 from kai_cp.model.base import greedy_placements
 from kai_cp.pod_affinity import carries_anti_affinity
@@ -49,15 +49,14 @@ def _caps(state) -> np.ndarray:
 
 def _need(cap: np.ndarray, request) -> np.ndarray:
     """Milli-GPU a shared-GPU pod takes on one device of each node (memory over device memory)."""
-    mem = np.array([task_memory(request, int(c)) for c in cap], dtype=np.int64) if request.kind == "GpuMemory" \
-        else (request.gpu_portion.numerator * cap) // request.gpu_portion.denominator
+    mem = task_memory_vector(request, cap)
     return -(-mem * FULL // np.maximum(cap, 1))
 
 
 def _deltas(idx: FragIndex, cap: np.ndarray, request, spread: bool, key=None) -> np.ndarray:
     if request.is_shared_gpu:
         need = _need(cap, request)
-        return kai_slot_deltas(idx, idx.fraction(need, request.cpu, request.memory, key), need, spread)
+        return kai_slot_deltas(idx, need, request.cpu, request.memory, spread, key)
     return idx.whole(int(request.gpus), request.cpu, request.memory)
 
 
