@@ -6,6 +6,11 @@ from __future__ import annotations
 import pytest
 
 from test_cycle import Cluster, cycle
+from kai_cp.actions.pipeline import run_greedy
+from kai_cp.cycle import DECODE_RESERVE, DECODE_SECONDS_PER_POD, decode_reserve
+from kai_cp.loader import load_snapshot_dict
+from kai_cp.model.build import build_model
+from kai_cp.state import build_cluster_state
 from kai_cp.validate import violations
 
 
@@ -291,3 +296,22 @@ def test_a_queue_too_far_over_its_limit_evicts_nothing(engine: str) -> None:
     assert out["evictions"] == []
     assert "default/hi-0" not in {p["pod"] for p in out["binds"] + out["pipelined"]}
     assert violations(res.state, res.session) == []
+
+
+def test_decode_reserve_counts_only_the_victims_the_model_can_evict() -> None:
+    """Victims on nodes the pending gang cannot use are in the pool but get no variable: the time
+    kept back for decoding counts the modelled ones, not the whole pool."""
+    c = Cluster().queue("lender", gpu=(0, -1, 0)).queue("borrower", gpu=(32, -1, 1))
+    for n in range(4):
+        c.node(f"n{n}", gpus=8, labels={"pool": "a" if n < 2 else "b"})
+        for g in range(8):
+            c.job(f"r{n}-{g}", "lender", running_on=[f"n{n}"])
+    c.job("big", "borrower", pods=2, gpus=8, node_selector={"pool": "a"})
+    state = build_cluster_state(load_snapshot_dict(c.doc()))
+    greedy = run_greedy(state, 0.0, evictions=False)
+    ctx = build_model(state, greedy)
+    pool = sum(len(u.tasks) for u in ctx.extensions["victim-pool"].units)
+    modelled = sum(len(u.tasks) for u, _ in ctx.extensions["eviction-units"])
+    assert pool == 32 and modelled == 16
+    assert decode_reserve(ctx) == pytest.approx(DECODE_RESERVE + DECODE_SECONDS_PER_POD * (
+        len(greedy.session.placements) + modelled // 2))
