@@ -207,12 +207,6 @@ class FragIndex:
             + FULL * gpus * self.scarcity()
         return np.where(self.full >= gpus, out, np.inf)
 
-    def fraction(self, need: np.ndarray, cpu: int, memory: int) -> np.ndarray:
-        """Rise in fragmentation per node and device slot for a pod taking `need[n]` milli-GPU on
-        one device (inf where the slot cannot take it)."""
-        n, width = self.d.shape
-        return np.stack([self.fraction_at(need, cpu, memory, np.full(n, s)) for s in range(width)], axis=1)
-
     def kai_slot(self, need: np.ndarray, spread: bool) -> np.ndarray:
         """Per node, the device KAI's GPU order gives a shared-GPU pod (7.4): the fullest shared
         GPU it fits on (gpupack), or a fresh GPU first (gpuspread); slot 0 where none fits."""

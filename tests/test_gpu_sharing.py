@@ -300,6 +300,12 @@ def _random_mix(rng: random.Random, nodes: int) -> Mix:
                allowed=np.array([[rng.random() < 0.9 for _ in range(nodes)] for _ in range(k)]))
 
 
+def per_device(idx: FragIndex, need: np.ndarray, cpu: int, memory: int) -> np.ndarray:
+    """The rise for a fraction on each device slot of each node (inf where the slot cannot take it)."""
+    n, width = idx.d.shape
+    return np.stack([idx.fraction_at(need, cpu, memory, np.full(n, s)) for s in range(width)], axis=1)
+
+
 def test_stranding_counts_gpus_left_without_cpu():
     """A node with 4 free GPUs and 32 cores, at 10 cores per GPU, can use 3.2 GPUs; a 12-core
     CPU-only pod there leaves 2 usable: 1.2 GPUs more stranded. A node with 100 cores: none."""
@@ -345,7 +351,7 @@ def test_kai_slot_deltas_read_the_device_kai_gives_the_pod():
         for _ in range(4):
             need = np.array([rng.choice([100, 250, 500, 1000]) for _ in range(n)], dtype=np.int64)
             pod_cpu, pod_mem, spread = rng.choice([0, 1000, 8000]), rng.choice([0, 10 ** 9]), rng.random() < 0.5
-            table = idx.fraction(need, pod_cpu, pod_mem)
+            table = per_device(idx, need, pod_cpu, pod_mem)
             got = kai_slot_deltas(idx, need, pod_cpu, pod_mem, spread, key=tuple(need.tolist()))
             for i in range(n):
                 ok = [s for s in range(width) if dev[i, s] >= need[i]]
@@ -388,7 +394,7 @@ def test_fragmentation_closed_form_matches_the_definition():
         assert np.allclose(idx.before, fragmentation(mix, dev, cpu, mem))
         # one fraction on each slot
         need = np.full(n, rng.choice([100, 250, 500]), dtype=np.int64)
-        table = idx.fraction(need, 1000, 0)
+        table = per_device(idx, need, 1000, 0)
         for i in range(n):
             for s in range(width):
                 if dev[i, s] < need[i]:
