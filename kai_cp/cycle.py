@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kai_cp.actions.pipeline import estimated_greedy_seconds, hint_budget, run_evictions, run_greedy, unmodelled_evictions
 from kai_cp.actions.preemptors import ActionOutcome
@@ -21,6 +21,10 @@ from kai_cp.session import Session
 from kai_cp.state import ClusterState
 
 from kai_cp.defaults import DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES  # noqa: F401 (re-exported)
+
+if TYPE_CHECKING:        # (the model's modules import OR-Tools: only cp-sat cycles load them)
+    from kai_cp.model.base import ModelContext
+
 DETERMINISTIC_SHARE = 0.15  # CP-SAT deterministic time per second of time limit (ends the search reproducibly);
 # divided by the worker count: interleaved workers wait on each other (measured: two workers took
 # 1.5 s of wall time for 0.5 s of deterministic time on a GPU-sharing model, one worker 0.02 s).
@@ -157,7 +161,7 @@ def pair_budget(state: ClusterState, greedy: GreedyResult, time_limit: float) ->
     return int(PAIRS_PER_SECOND * max(0.0, time_limit - estimated_greedy))
 
 
-def decode_reserve(ctx) -> float:
+def decode_reserve(ctx: ModelContext) -> float:
     """Seconds kept back from the solver for decoding (it replays every placement and eviction),
     so the cycle ends in time. Only the victims the model has variables for can be evicted: at
     1,000 nodes 2,174 of the victim pool's 7,768 pods (counting the whole pool kept 0.14 s more
