@@ -285,27 +285,37 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
         if e.action == "reclaim" and e.for_job in state.jobs:
             greedy_reclaimed[e.task.job] = greedy_reclaimed.get(e.task.job, frozenset()) | {state.jobs[e.for_job].queue}
     ordered: dict[tuple, frozenset] = {}       # (victim queue, reclaimers passed, victim request) -> reclaimers
+    index, placements, may_preempt = table.index, greedy.session.placements, "preempt" in actions
     for i, job in enumerate(state.jobs.values()):
         if check is not None and not i % CHECK_EVERY_JOBS:
             check()
         if not job.preemptible or job.queue not in state.queues:
             continue
-        running = [t for t in job.tasks if t.status in ACTIVE_ALLOCATED and t.node is not None
-                   and t.node in table.index and not t.request.is_shared_gpu]
         # A pod greedy's actions moved (evicted and re-placed elsewhere) keeps running where greedy
         # put it: the model has no moves, so it is no victim, and its gang can lose only pods above
         # its minimum, never the rest "whole".
-        moved = sum(1 for t in running if t.key in greedy.session.placements)
-        running = [t for t in running if t.key not in greedy.session.placements]
+        running, moved = [], 0
+        for t in job.tasks:
+            if t.status in ACTIVE_ALLOCATED and t.node is not None and t.node in index \
+                    and not t.request.is_shared_gpu:
+                if t.key in placements:
+                    moved += 1
+                else:
+                    running.append(t)
         if not running:
             continue
-        pre = "preempt" in actions and top_prio.get(job.queue, -1 << 30) > job.priority \
+        pre = may_preempt and top_prio.get(job.queue, -1 << 30) > job.priority \
             and min_runtime.filter_victim(state, job, "preempt", job.queue, now)
-        order_ok = first.get(job.queue)
-        if order_ok is None:
-            order_ok = first[job.queue] = frozenset(r for r in reclaimers
-                                                    if r != job.queue and _goes_first(state, greedy, r, job.queue))
-        recl, passed = min_runtime.reclaimers_passed(state, job, order_ok, now)
+        gpus = sum(t.request.gpus for t in running)
+        # Gate 2 first: a victim queue not above its share, or a job holding no GPUs, is reclaimed
+        # by no one (deciding who else goes first was half of the pool's time when it was not).
+        recl = frozenset()
+        if reclaimers and gpus and allowance[job.queue] >= 0:
+            order_ok = first.get(job.queue)
+            if order_ok is None:
+                order_ok = first[job.queue] = frozenset(r for r in reclaimers
+                                                        if r != job.queue and _goes_first(state, greedy, r, job.queue))
+            recl, passed = min_runtime.reclaimers_passed(state, job, order_ok, now)
         if recl:
             victim_req = request_vector(running, state.gpu_memory_divisor)
             vreq = tuple(float(victim_req[x]) for x in RESOURCES)
@@ -316,9 +326,6 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
             # KAI's own reclaims stay possible, so greedy's decisions stay a solution (its
             # preemptor is nominated: next cycle serves it first, as for greedy's cycle)
             recl = hit | (recl & greedy_reclaimed.get(job.name, frozenset()))
-        gpus = sum(t.request.gpus for t in running)
-        if not recl or gpus == 0 or allowance[job.queue] < 0:
-            recl = frozenset()
         if not pre and not recl:
             continue
         single = len(job.tasks) == 1 and all(ps.min_available <= 1 for ps in job.podsets.values())
