@@ -286,6 +286,7 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
             greedy_reclaimed[e.task.job] = greedy_reclaimed.get(e.task.job, frozenset()) | {state.jobs[e.for_job].queue}
     ordered: dict[tuple, frozenset] = {}       # (victim queue, reclaimers passed, victim request) -> reclaimers
     index, placements, may_preempt = table.index, greedy.session.placements, "preempt" in actions
+    losable = _Losable(table.vector)
     for i, job in enumerate(state.jobs.values()):
         if check is not None and not i % CHECK_EVERY_JOBS:
             check()
@@ -356,7 +357,10 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
             continue
         node_tasks: dict[int, dict[str, list[TaskInfo]]] = {}
         for t in sorted(running, key=lambda t: t.order_key):
-            node_tasks.setdefault(table.index[t.node], {}).setdefault(t.podset, []).append(t)
+            n = index[t.node]
+            node_tasks.setdefault(n, {}).setdefault(t.podset, []).append(t)
+            if whole or surplus.get(t.podset):
+                losable.add(len(units), n, t)
         per_pod = max((100 * t.request.gpus for t in running), default=0)
         # Gate 2 takes a victim job's pods above each PodSet's minimum as chunks of their own
         # first and its core (the first minAvailable pods of each PodSet) last (3.7.2): the
@@ -370,8 +374,9 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     for (queue, prio, _req, node, pre, recl), tasks in pods_groups.items():
         # best victims first: reverse job order (newest, then name), as KAI's victim queue takes them
         tasks = sorted(tasks, key=lambda t: (state.jobs[t.job].creation, t.job), reverse=True)
-        n = table.index[node]
+        n = index[node]
         vec = table.vector(tasks[0])
+        losable.add_alike(len(units), n, vec, len(tasks))
         units.append(Unit(len(units), "pods", queue, prio, tasks, {n: {tasks[0].podset: tasks}}, vec,
                           100 * tasks[0].request.gpus, 100 * tasks[0].request.gpus, pre, bool(recl), recl))
     if not units:
@@ -380,11 +385,36 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
         q = state.queues[u.queue]
         in_quota = q.allocated["gpu"] <= q.deserved["gpu"] or q.deserved["gpu"] == -1
         u.cost = BASE_COST + QUOTA_COST * in_quota + PRIORITY_STEP * max(0, min(PRIORITY_BANDS, u.priority // 50))
-    reach, loses = _reach(state, units, pending)
+    reach, loses = _reach(state, units, pending, losable)
     return Pool(units, reach, reclaimers, loses)
 
 
-def _reach(state: ClusterState, units: list[Unit], pending: list[tuple[str, int]]
+class _Losable:
+    """The pods the pool's units can lose, as (unit, node, request) rows, recorded while the
+    units are made (a second pass over every unit's pods was a third of the pool's time at
+    10,000 nodes). Only what a unit can lose: a job not taken whole loses surplus pods only.
+    (Its other pods counted let a candidate's bound on a node assume capacity no variable
+    frees, and a node with one candidate has no capacity row: the model pipelined a pod onto a
+    full node; found by the generated invariant test.)"""
+
+    def __init__(self, vector: Callable[[TaskInfo], np.ndarray]) -> None:
+        self.vector = vector
+        self.unit: list[int] = []
+        self.node: list[int] = []
+        self.vecs: list[np.ndarray] = []
+
+    def add(self, unit: int, node: int, task: TaskInfo) -> None:
+        self.unit.append(unit)
+        self.node.append(node)
+        self.vecs.append(self.vector(task))
+
+    def add_alike(self, unit: int, node: int, vec: np.ndarray, count: int) -> None:
+        self.unit += [unit] * count
+        self.node += [node] * count
+        self.vecs += [vec] * count
+
+
+def _reach(state: ClusterState, units: list[Unit], pending: list[tuple[str, int]], losable: _Losable
            ) -> tuple[dict[tuple[str, int], np.ndarray], np.ndarray]:
     """Per (queue, priority) of pending work, what evicting the units it may evict frees on each
     node (_legal's rule), and what each unit may lose in all. One row per (unit, node) and a mask
@@ -392,25 +422,19 @@ def _reach(state: ClusterState, units: list[Unit], pending: list[tuple[str, int]
     the pool's time at 1,000 nodes. Integer sums, so the order of the additions does not matter."""
     table = state.table
     width = table.allocatable.shape[1]
-    row_unit, row_node, row_len, task_vecs = [], [], [], []
-    for u in units:
-        for n, by_ps in u.node_tasks.items():
-            # Only what the unit can lose: a job not taken whole loses surplus pods only. (Its
-            # other pods counted here let a candidate's bound on a node assume capacity no
-            # variable frees, and a node with one candidate has no capacity row: the model
-            # pipelined a pod onto a full node; found by the generated invariant test.)
-            vecs = [table.vector(t) for ps, ts in by_ps.items() if u.whole or u.surplus.get(ps) for t in ts]
-            if not vecs:
-                continue
-            row_unit.append(u.index)
-            row_node.append(n)
-            task_vecs += vecs
-            row_len.append(len(vecs))
-    stacked = np.array(task_vecs, dtype=table.allocatable.dtype).reshape(-1, width)
-    starts = np.cumsum(row_len) - row_len
-    vecs = np.add.reduceat(stacked, starts, axis=0) if len(row_len) else stacked
-    row_unit_arr = np.array(row_unit, dtype=np.int64)
-    row_node_arr = np.array(row_node, dtype=np.int64)
+    task_unit = np.array(losable.unit, dtype=np.int64)
+    task_node = np.array(losable.node, dtype=np.int64)
+    stacked = np.array(losable.vecs, dtype=table.allocatable.dtype).reshape(-1, width)
+    # rows: a unit's pods on one node (each unit's pods are recorded node by node, but a job's
+    # nodes are not in order: rows are found by sorting on (unit, node), stably)
+    order = np.lexsort((task_node, task_unit))
+    key_unit, key_node = task_unit[order], task_node[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (key_unit[1:] != key_unit[:-1]) | (key_node[1:] != key_node[:-1])
+    starts = np.flatnonzero(first)
+    vecs = np.add.reduceat(stacked[order], starts, axis=0) if len(order) else stacked
+    row_unit_arr = key_unit[starts]
+    row_node_arr = key_node[starts]
     names = sorted({u.queue for u in units})
     code = {q: i for i, q in enumerate(names)}
     unit_queue = np.array([code[u.queue] for u in units], dtype=np.int64)
