@@ -51,6 +51,23 @@ class PodRequest:
     devices: int = 0                                  # devices for Fraction/GpuMemory requests
     problems: tuple[str, ...] = field(default=(), compare=False)
 
+    def __hash__(self) -> int:
+        """The hash dataclass would give (the compared fields as a tuple), kept: requests key the
+        pool's, the classes' and the fragmentation rows' dicts, ~100,000 lookups a cycle at
+        10,000 nodes, and hashing a Fraction each time was most of a lookup."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.cpu, self.memory, self.gpus, self.scalars, self.kind, self.gpu_portion, self.gpu_memory,
+                      self.devices))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        """Pickled without the kept hash: a string's hash differs from process to process."""
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
     @property
     def is_shared_gpu(self) -> bool:
         return self.kind in ("Fraction", "GpuMemory")

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from kai_cp.resources import node_capacity, pod_request
+from kai_cp.resources import PodRequest, node_capacity, pod_request
 from models import Pod
 from snapshot_builder import container, node, pod, podgroup, snapshot, solve_doc
 
@@ -231,3 +231,22 @@ def test_negative_request_leaves_its_job_pending_and_the_node_whole():
     assert [u["podGroup"] for u in out["unschedulable"]] == ["bad"]
     assert any(w["field"] == "spec.containers.resources.requests" and "negative" in w["reason"]
                for w in out["warnings"])
+
+
+def test_request_hash_is_kept_and_left_out_of_pickles():
+    """A request's hash is the compared fields' (what dataclass would give: sets of requests keep
+    their order), computed once and kept; a pickle carries no hash, as a string's hash differs
+    from one process to the next."""
+    import dataclasses
+    import pickle
+
+    r = PodRequest(cpu=500, memory=1 << 30, kind="Fraction", gpu_portion=Fraction(1, 2), devices=2, problems=("p",))
+    compared = tuple(getattr(r, f.name) for f in dataclasses.fields(r) if f.compare)
+    assert hash(r) == hash(compared)
+    assert r.__dict__["_hash"] == hash(compared)
+    same = PodRequest(cpu=500, memory=1 << 30, kind="Fraction", gpu_portion=Fraction(1, 2), devices=2)
+    assert same == r and hash(same) == hash(r) and len({r, same}) == 1
+    data = pickle.dumps(r)
+    assert b"_hash" not in data
+    back = pickle.loads(data)
+    assert back == r and "_hash" not in back.__dict__ and hash(back) == hash(r)
