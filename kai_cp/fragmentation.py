@@ -130,7 +130,10 @@ class FragIndex:
             self.ok_count += ~small & present
         self.full = ((self.d == FULL) & self.present).sum(axis=1)                      # n
         self.partial = self.total - FULL * self.full
-        self.g0 = self._g(self.frag_small, self.ok_count, self.full[:, None], self.partial[:, None], self.total[:, None])
+        # fragments kept as floats: _expect's product is then one pass (an integer product was
+        # cast to floats for the matrix product anyway; the same values, so the same sums)
+        self.g0 = self._g(self.frag_small, self.ok_count, self.full[:, None], self.partial[:, None],
+                          self.total[:, None]).astype(np.float64)
         self.before = self._expect(self.g0, self._base(0, 0), self.total)
         self._gpu_part: dict = {}
         # CPU per GPU the mix asks for: a node with less CPU than that per free GPU strands GPUs
@@ -201,7 +204,8 @@ class FragIndex:
             full = self.full - gpus
             total = self.total - FULL * gpus
             part = self._whole_part[gpus] = (
-                self._g(self.frag_small, self.ok_count - gpus, full[:, None], self.partial[:, None], total[:, None]), total)
+                self._g(self.frag_small, self.ok_count - gpus, full[:, None], self.partial[:, None],
+                        total[:, None]).astype(np.float64), total)
         g, total = part
         out = self._expect(g, base, total) - self.before + self.stranding(FULL * gpus, cpu) \
             + FULL * gpus * self.scarcity()
