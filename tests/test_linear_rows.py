@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from ortools.sat.python import cp_model
 
-from kai_cp.model.linear_rows import INT64_MAX, INT64_MIN, add_le_rows, add_rows, maximize, proto_bytes
+from kai_cp.model.linear_rows import INT64_MAX, INT64_MIN, add_enforced_le, add_le_rows, add_rows, maximize, proto_bytes
 
 
 def _models(n_vars: int) -> tuple[cp_model.CpModel, list, cp_model.CpModel]:
@@ -73,3 +73,28 @@ def test_maximize_writes_what_cp_model_writes() -> None:
     maximize(bulk, [bulk.get_int_var_from_proto_index(v.index) for v in variables], coefficients)
     assert proto_bytes(bulk) == proto_bytes(one)
     assert bulk.proto.objective.scaling_factor == -1.0
+
+
+def test_enforced_row_of_two_sums_matches_cp_model_byte_for_byte() -> None:
+    """model/evictions.py's gate-3 rows, `a * (h1 + e1) <= b * (h2 + e2) - 1` only enforced if
+    (r, lost, not within), for sums e1, e2 of two or more terms: variables shared by both sides,
+    zero coefficients and cancelling terms included."""
+    rng = np.random.default_rng(3)
+    one, xs, bulk = _models(30)
+    lits = [(one.new_bool_var(""), bulk.new_bool_var("")) for _ in range(3)]
+    for _ in range(40):
+        sides = []
+        for _ in range(2):
+            size = int(rng.integers(2, 9))
+            sides.append((int(rng.integers(0, 500)), rng.integers(0, 30, size).tolist(), rng.integers(-3, 4, size).tolist()))
+        (h1, v1, c1), (h2, v2, c2) = sides
+        a, b = int(rng.integers(1, 5)), int(rng.integers(1, 5))
+        e1 = h1 + cp_model.LinearExpr.weighted_sum([xs[v] for v in v1], c1)
+        e2 = h2 + cp_model.LinearExpr.weighted_sum([xs[v] for v in v2], c2)
+        r, lost, within = (x for x, _ in lits)
+        one.add(a * e1 <= b * e2 - 1).only_enforce_if([r, lost, within.Not()])
+        r, lost, within = (y for _, y in lits)
+        add_enforced_le(bulk, [xs[v].index for v in v1] + [xs[v].index for v in v2],
+                        [a * c for c in c1] + [-b * c for c in c2], b * h2 - 1 - a * h1,
+                        [r.index, lost.index, -within.index - 1])
+    assert proto_bytes(bulk) == proto_bytes(one)

@@ -49,7 +49,7 @@ from kai_cp.fairshare import allocatable
 from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
 from kai_cp.model.base import ModelContext
 from kai_cp.model.freed_use import only_preemptors_use_freed
-from kai_cp.model.linear_rows import upper_bound as _ub
+from kai_cp.model.linear_rows import add_enforced_le, upper_bound as _ub
 from kai_cp.ordering import queue_rank, queue_tree, rank_less, request_vector, tasks_to_allocate
 from kai_cp.queues import RESOURCES
 from kai_cp.state import ClusterState
@@ -789,8 +789,12 @@ class Evictions:
                 continue          # no quota to stay within
             room = int((mine.deserved["gpu"] - mine.allocated["gpu"]) * 100)
             idx = [i for q in sorted(self._subtree(state, mine.name)) for i in by_queue_pairs.get(q, ())]
-            placed = cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx], [int(centi[i]) for i in idx])
-            m.add(placed <= room).only_enforce_if([route, r_of[r]])
+            if len(idx) > 1:
+                add_enforced_le(m, [ctx.x[i].index for i in idx], [centi[i] for i in idx], room,
+                                [route.index, r_of[r].index])
+            else:
+                placed = cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx], [int(centi[i]) for i in idx])
+                m.add(placed <= room).only_enforce_if([route, r_of[r]])
         return route
 
     def _gate3_above_leaf(self, ctx: ModelContext, state: ClusterState, r_of: dict, by_queue_pairs: dict,
@@ -825,6 +829,16 @@ class Evictions:
                 checks.level(name, have, terms)
             return after[name]
 
+        def arrays(name: str) -> tuple[np.ndarray, np.ndarray]:
+            """A level's terms as (variable indices, coefficients), for rows written in bulk."""
+            hit = level_arrays.get(name)
+            if hit is None:
+                terms = after[name][2]
+                hit = level_arrays[name] = (np.array([v.index for v, _ in terms], dtype=np.int64),
+                                            np.array([c for _, c in terms], dtype=np.int64))
+            return hit
+
+        level_arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for r in sorted(r_of):
             rv = r_of[r]
             for level in state.queue_path(r)[1:]:
@@ -846,7 +860,10 @@ class Evictions:
                 within = within_of.get(level.name)
                 if within is None:
                     within = within_of[level.name] = m.new_bool_var("")
-                    m.add(mine <= fair).only_enforce_if(within)
+                    if len(terms) > 1:
+                        add_enforced_le(m, *arrays(level.name), fair - have, [within.index])
+                    else:
+                        m.add(mine <= fair).only_enforce_if(within)
                     ctx.derive_hint(lambda w=within, have=have, terms=terms, f=fair: ctx.hint(
                         w, 1 if have + _hinted(ctx, terms) <= f else 0))
                 for s, victims in siblings:
@@ -855,13 +872,18 @@ class Evictions:
                         m.add(v <= _ub(v) * lost)
                     ctx.derive_hint(lambda lost=lost, victims=victims: ctx.hint(
                         lost, 1 if any(ctx.hinted(v) for v in victims) else 0))
-                    theirs = level_after(s.name)[0]
+                    theirs, have_theirs, theirs_terms = level_after(s.name)
                     # mine / fs_mine x mult < theirs / fs_theirs, in integers
                     k_mine = mult * s.fair_share["gpu"]
                     k_theirs = fs_mine
                     d = math.lcm(k_mine.denominator, k_theirs.denominator)
                     a, b = int(k_mine * d), int(k_theirs * d)
-                    m.add(a * mine <= b * theirs - 1).only_enforce_if([rv, lost, within.Not()])
+                    if len(terms) > 1 and len(theirs_terms) > 1:     # (cp_model's form for such sums)
+                        (mv, mc), (tv, tc) = arrays(level.name), arrays(s.name)
+                        add_enforced_le(m, np.concatenate([mv, tv]), np.concatenate([a * mc, -b * tc]),
+                                        b * have_theirs - 1 - a * have, [rv.index, lost.index, -within.index - 1])
+                    else:
+                        m.add(a * mine <= b * theirs - 1).only_enforce_if([rv, lost, within.Not()])
                     checks.add(Gate3Check(level.name, fair, s.name, victims, a, b))
         ctx.extensions["gate3-checks"] = checks
 

@@ -65,6 +65,30 @@ def add_rows(model: cp_model.CpModel, row: np.ndarray, var: np.ndarray, coef: np
         linear.domain.extend((lows[i], highs[i]))
 
 
+def add_enforced_le(model: cp_model.CpModel, variables: np.ndarray, coefficients: np.ndarray, ub: int,
+                    enforcement: list[int]) -> None:
+    """`sum(coefficients[t] * x[variables[t]]) <= ub` (proto variable indices), only enforced
+    if every literal of `enforcement` (proto literals: a negated one is -index - 1) holds,
+    written as cp_model writes `add(a * e1 <= b * e2 + c).only_enforce_if(...)` for sums e1, e2
+    of two or more terms each (terms merged and sorted by variable, zeros dropped, enforcement
+    in the order given): flattening two sums of thousands of terms took ~0.8 ms a row there."""
+    variables = np.asarray(variables, dtype=np.int64)
+    coefficients = np.asarray(coefficients, dtype=np.int64)
+    order = np.argsort(variables, kind="stable")
+    variables, coefficients = variables[order], coefficients[order]
+    first = np.ones(len(variables), dtype=bool)
+    first[1:] = variables[1:] != variables[:-1]
+    starts = np.flatnonzero(first)
+    variables = variables[starts]
+    coefficients = np.add.reduceat(coefficients, starts) if len(starts) else coefficients[:0]
+    keep = coefficients != 0
+    constraint = model.proto.constraints.add()
+    constraint.enforcement_literal.extend(enforcement)
+    constraint.linear.vars.extend(variables[keep].tolist())
+    constraint.linear.coeffs.extend(coefficients[keep].tolist())
+    constraint.linear.domain.extend((INT64_MIN, int(ub)))
+
+
 def maximize(model: cp_model.CpModel, variables: list, coefficients: list[int]) -> None:
     """model.maximize(weighted_sum(variables, coefficients)) for integer coefficients, written as
     cp_model writes it (its flattened expression, negated, scaling factor -1) with one extend per
