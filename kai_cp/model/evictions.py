@@ -329,8 +329,7 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
             recl = hit | (recl & greedy_reclaimed.get(job.name, frozenset()))
         if not pre and not recl:
             continue
-        single = len(job.tasks) == 1 and all(ps.min_available <= 1 for ps in job.podsets.values())
-        if single:
+        if len(job.tasks) == 1 and _at_most_one_each(job):
             t = running[0]
             key = (job.queue, job.priority, t.request, t.node, pre, recl)
             pods_groups.setdefault(key, []).append(t)
@@ -373,7 +372,8 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
                           whole, surplus))
     for (queue, prio, _req, node, pre, recl), tasks in pods_groups.items():
         # best victims first: reverse job order (newest, then name), as KAI's victim queue takes them
-        tasks = sorted(tasks, key=lambda t: (state.jobs[t.job].creation, t.job), reverse=True)
+        if len(tasks) > 1:
+            tasks = sorted(tasks, key=lambda t: (state.jobs[t.job].creation, t.job), reverse=True)
         n = index[node]
         vec = table.vector(tasks[0])
         losable.add_alike(len(units), n, vec, len(tasks))
@@ -381,12 +381,23 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
                           100 * tasks[0].request.gpus, 100 * tasks[0].request.gpus, pre, bool(recl), recl))
     if not units:
         return None
+    in_quota: dict[str, bool] = {}          # per queue (Fraction comparisons, once, not per unit)
     for u in units:
-        q = state.queues[u.queue]
-        in_quota = q.allocated["gpu"] <= q.deserved["gpu"] or q.deserved["gpu"] == -1
-        u.cost = BASE_COST + QUOTA_COST * in_quota + PRIORITY_STEP * max(0, min(PRIORITY_BANDS, u.priority // 50))
+        inq = in_quota.get(u.queue)
+        if inq is None:
+            q = state.queues[u.queue]
+            inq = in_quota[u.queue] = q.allocated["gpu"] <= q.deserved["gpu"] or q.deserved["gpu"] == -1
+        u.cost = BASE_COST + QUOTA_COST * inq + PRIORITY_STEP * max(0, min(PRIORITY_BANDS, u.priority // 50))
     reach, loses = _reach(state, units, pending, losable)
     return Pool(units, reach, reclaimers, loses)
+
+
+def _at_most_one_each(job: JobInfo) -> bool:
+    """Every PodSet's minimum is at most 1 (with one pod: a job that leaves pod by pod)."""
+    for ps in job.podsets.values():
+        if ps.min_available > 1:
+            return False
+    return True
 
 
 class _Losable:
