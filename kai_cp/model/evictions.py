@@ -355,18 +355,21 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
         if not whole and not surplus:
             continue
         node_tasks: dict[int, dict[str, list[TaskInfo]]] = {}
+        # Gate 2 takes a victim job's pods above each PodSet's minimum as chunks of their own
+        # first and its core (the first minAvailable pods of each PodSet, in task order) last
+        # (3.7.2): the core is the chunk that may cross the share.
+        core = per_pod = 0
+        left = {ps.name: ps.min_available for ps in job.podsets.values()}    # core pods still to count
         for t in sorted(running, key=lambda t: t.order_key):
             n = index[t.node]
             node_tasks.setdefault(n, {}).setdefault(t.podset, []).append(t)
             if whole or surplus.get(t.podset):
                 losable.add(len(units), n, t)
-        per_pod = max((100 * t.request.gpus for t in running), default=0)
-        # Gate 2 takes a victim job's pods above each PodSet's minimum as chunks of their own
-        # first and its core (the first minAvailable pods of each PodSet) last (3.7.2): the
-        # core is the chunk that may cross the share.
-        core = sum(100 * t.request.gpus for ps in job.podsets.values()
-                   for t in sorted((t for t in running if t.podset == ps.name), key=lambda t: t.order_key)
-                   [:ps.min_available])
+            centi = 100 * t.request.gpus
+            per_pod = max(per_pod, centi)
+            if left.get(t.podset, 0) > 0:
+                left[t.podset] -= 1
+                core += centi
         units.append(Unit(len(units), "job", job.queue, job.priority, running, node_tasks,
                           np.zeros(0), 100 * gpus, max(core, per_pod) if whole else per_pod, pre, bool(recl), recl,
                           whole, surplus))
