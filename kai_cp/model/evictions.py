@@ -552,8 +552,7 @@ class Evictions:
             return lits
 
         for u in pool.units:
-            nodes = [n for n in u.nodes if n in pair_nodes]
-            if not nodes:
+            if pair_nodes.isdisjoint(u.node_tasks):      # no candidate pair on its nodes
                 continue
             lits = justification(u, u.nodes)
             if not lits:
