@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property, lru_cache
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import Iterable, Mapping
 
@@ -57,8 +57,7 @@ class PodRequest:
         10,000 nodes, and hashing a Fraction each time was most of a lookup."""
         h = self.__dict__.get("_hash")
         if h is None:
-            h = hash((self.cpu, self.memory, self.gpus, self.scalars, self.kind, self.gpu_portion, self.gpu_memory,
-                      self.devices))
+            h = hash(tuple(getattr(self, name) for name in _COMPARED))
             object.__setattr__(self, "_hash", h)
         return h
 
@@ -112,6 +111,9 @@ class PodRequest:
             if k == name:
                 return v
         return 0
+
+
+_COMPARED = tuple(f.name for f in fields(PodRequest) if f.compare)   # what __eq__ and the hash read
 
 
 def _add(total: dict[str, object], requests: Mapping[str, str] | None) -> None:

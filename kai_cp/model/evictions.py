@@ -828,30 +828,26 @@ class Evictions:
         within_of: dict[str, cp_model.IntVar] = {}
 
         def level_after(name: str) -> tuple:
-            """A queue's final GPUs x 100 as (expression, snapshot's, terms): the snapshot's, plus
-            the placements in its subtree, less the pods reclaimed there. (An integer variable
-            per level made its rows short but, as hard equalities in the LP, slowed the search:
-            on kai-differential small-s2-full the solver no longer left greedy's hint.)"""
+            """A queue's final GPUs x 100 as (snapshot's, terms, their variable indices and
+            coefficients as arrays): the snapshot's, plus the placements in its subtree, less the
+            pods reclaimed there. (An integer variable per level made its rows short but, as hard
+            equalities in the LP, slowed the search: on kai-differential small-s2-full the solver
+            no longer left greedy's hint.) The rows over it are written in bulk from the arrays."""
             if name not in after:
                 sub = sorted(self._subtree(state, name))
                 terms = [(ctx.x[i], int(centi[i])) for q in sub for i in by_queue_pairs.get(q, ())]
                 terms += [(v, -c) for q in sub for v, c, _ in gpu_terms.get(q, ())]
                 have = int(alloc[name]["gpu"] * 100)
-                expr = have + cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms])
-                after[name] = (expr, have, terms)
+                after[name] = (have, terms, np.array([v.index for v, _ in terms], dtype=np.int64),
+                               np.array([c for _, c in terms], dtype=np.int64))
                 checks.level(name, have, terms)
             return after[name]
 
-        def arrays(name: str) -> tuple[np.ndarray, np.ndarray]:
-            """A level's terms as (variable indices, coefficients), for rows written in bulk."""
-            hit = level_arrays.get(name)
-            if hit is None:
-                terms = after[name][2]
-                hit = level_arrays[name] = (np.array([v.index for v, _ in terms], dtype=np.int64),
-                                            np.array([c for _, c in terms], dtype=np.int64))
-            return hit
+        def expression(have: int, terms: list) -> cp_model.LinearExpr:
+            """A level's final GPUs as cp_model's expression, for the rows of a level with one
+            term or none (cp_model writes those in other forms than the bulk rows')."""
+            return have + cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms])
 
-        level_arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for r in sorted(r_of):
             rv = r_of[r]
             for level in state.queue_path(r)[1:]:
@@ -868,15 +864,15 @@ class Evictions:
                         siblings.append((s, for_r))
                 if not siblings:
                     continue
-                mine, have, terms = level_after(level.name)
+                have, terms, mv, mc = level_after(level.name)
                 fair = math.floor(fs_mine * 100)
                 within = within_of.get(level.name)
                 if within is None:
                     within = within_of[level.name] = m.new_bool_var("")
                     if len(terms) > 1:
-                        add_enforced_le(m, *arrays(level.name), fair - have, [within.index])
+                        add_enforced_le(m, mv, mc, fair - have, [within.index])
                     else:
-                        m.add(mine <= fair).only_enforce_if(within)
+                        m.add(expression(have, terms) <= fair).only_enforce_if(within)
                     ctx.derive_hint(lambda w=within, have=have, terms=terms, f=fair: ctx.hint(
                         w, 1 if have + _hinted(ctx, terms) <= f else 0))
                 for s, victims in siblings:
@@ -885,18 +881,18 @@ class Evictions:
                         m.add(v <= _ub(v) * lost)
                     ctx.derive_hint(lambda lost=lost, victims=victims: ctx.hint(
                         lost, 1 if any(ctx.hinted(v) for v in victims) else 0))
-                    theirs, have_theirs, theirs_terms = level_after(s.name)
+                    have_theirs, theirs_terms, tv, tc = level_after(s.name)
                     # mine / fs_mine x mult < theirs / fs_theirs, in integers
                     k_mine = mult * s.fair_share["gpu"]
                     k_theirs = fs_mine
                     d = math.lcm(k_mine.denominator, k_theirs.denominator)
                     a, b = int(k_mine * d), int(k_theirs * d)
                     if len(terms) > 1 and len(theirs_terms) > 1:     # (cp_model's form for such sums)
-                        (mv, mc), (tv, tc) = arrays(level.name), arrays(s.name)
                         add_enforced_le(m, np.concatenate([mv, tv]), np.concatenate([a * mc, -b * tc]),
                                         b * have_theirs - 1 - a * have, [rv.index, lost.index, -within.index - 1])
                     else:
-                        m.add(a * mine <= b * theirs - 1).only_enforce_if([rv, lost, within.Not()])
+                        m.add(a * expression(have, terms) <= b * expression(have_theirs, theirs_terms) - 1
+                              ).only_enforce_if([rv, lost, within.Not()])
                     checks.add(Gate3Check(level.name, fair, s.name, victims, a, b))
         ctx.extensions["gate3-checks"] = checks
 

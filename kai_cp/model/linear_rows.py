@@ -35,8 +35,9 @@ def add_le_rows(model: cp_model.CpModel, row: np.ndarray, var: np.ndarray, coef:
 
 
 def add_rows(model: cp_model.CpModel, row: np.ndarray, var: np.ndarray, coef: np.ndarray,
-             lower: np.ndarray, upper: np.ndarray) -> None:
-    """Rows `lower[i] <= sum(...) <= upper[i]` (see add_le_rows). cp_model writes
+             lower: np.ndarray, upper: np.ndarray, enforcement: list[list[int]] | None = None) -> None:
+    """Rows `lower[i] <= sum(...) <= upper[i]` (see add_le_rows), each only enforced if the
+    proto literals `enforcement[i]` hold (a negated one is -index - 1) when given. cp_model writes
     `weighted_sum(...) <= c + k * b` of two or more terms as `k * b - weighted_sum(...) >= -c`
     (the sum defers to the right side's `>=`), i.e. domain [-c, INT64_MAX]: rows replacing such
     calls give that form (tests/test_linear_rows.py pins cp_model's behaviour)."""
@@ -59,7 +60,10 @@ def add_rows(model: cp_model.CpModel, row: np.ndarray, var: np.ndarray, coef: np
     constraints = model.proto.constraints
     for i in range(n_rows):
         s, e = bounds[i], bounds[i + 1]
-        linear = constraints.add().linear
+        constraint = constraints.add()
+        if enforcement is not None:
+            constraint.enforcement_literal.extend(enforcement[i])
+        linear = constraint.linear
         linear.vars.extend(variables[s:e])
         linear.coeffs.extend(coefficients[s:e])
         linear.domain.extend((lows[i], highs[i]))
@@ -67,26 +71,12 @@ def add_rows(model: cp_model.CpModel, row: np.ndarray, var: np.ndarray, coef: np
 
 def add_enforced_le(model: cp_model.CpModel, variables: np.ndarray, coefficients: np.ndarray, ub: int,
                     enforcement: list[int]) -> None:
-    """`sum(coefficients[t] * x[variables[t]]) <= ub` (proto variable indices), only enforced
-    if every literal of `enforcement` (proto literals: a negated one is -index - 1) holds,
-    written as cp_model writes `add(a * e1 <= b * e2 + c).only_enforce_if(...)` for sums e1, e2
-    of two or more terms each (terms merged and sorted by variable, zeros dropped, enforcement
-    in the order given): flattening two sums of thousands of terms took ~0.8 ms a row there."""
-    variables = np.asarray(variables, dtype=np.int64)
-    coefficients = np.asarray(coefficients, dtype=np.int64)
-    order = np.argsort(variables, kind="stable")
-    variables, coefficients = variables[order], coefficients[order]
-    first = np.ones(len(variables), dtype=bool)
-    first[1:] = variables[1:] != variables[:-1]
-    starts = np.flatnonzero(first)
-    variables = variables[starts]
-    coefficients = np.add.reduceat(coefficients, starts) if len(starts) else coefficients[:0]
-    keep = coefficients != 0
-    constraint = model.proto.constraints.add()
-    constraint.enforcement_literal.extend(enforcement)
-    constraint.linear.vars.extend(variables[keep].tolist())
-    constraint.linear.coeffs.extend(coefficients[keep].tolist())
-    constraint.linear.domain.extend((INT64_MIN, int(ub)))
+    """One row `sum(coefficients[t] * x[variables[t]]) <= ub` (proto variable indices) only
+    enforced if `enforcement` holds, as cp_model writes `add(a * e1 <= b * e2 + c)
+    .only_enforce_if(...)` for sums e1, e2 of two or more terms each: flattening two sums of
+    thousands of terms took ~0.8 ms a row there."""
+    add_rows(model, np.zeros(len(variables), dtype=np.int64), variables, coefficients,
+             np.array([INT64_MIN]), np.array([ub]), [enforcement])
 
 
 def maximize(model: cp_model.CpModel, variables: list, coefficients: list[int]) -> None:
