@@ -316,6 +316,39 @@ def test_stranding_counts_gpus_left_without_cpu():
     assert idx.stranding(0, 12_000).tolist() == pytest.approx([1200.0, 0.0])
 
 
+def test_stranding_is_off_when_the_pods_ask_more_cpu_per_gpu_than_the_nodes_have():
+    """Two nodes of 16 cores and 2 GPUs (8 cores per GPU). Pods asking 6 cores per GPU leave CPU to
+    keep for idle GPUs: the stranding term counts the GPUs a 12-core CPU-only pod leaves without
+    CPU. Running CPU-only pods that bring the ask to 8 cores per GPU or more leave none: the term
+    is off. Pods holding under a quarter of the GPUs are too few to judge by."""
+    from kai_cp.fragmentation import cpu_bound
+    from kai_cp.model.frag_rows import frag_index
+
+    def state(cpu_only_cores: int, gpus: int = 2):
+        cores = str(8 * gpus)
+        nodes = [node("a", cpu=cores, memory="64Gi", gpu=gpus), node("b", cpu=cores, memory="64Gi", gpu=gpus)]
+        pods = [pod(f"g-{i}", f"g{i}", cpu="6", gpu=1) for i in range(2)]
+        groups = [podgroup(f"g{i}") for i in range(2)]
+        if cpu_only_cores:
+            pods.append(pod("c-0", "c", cpu=str(cpu_only_cores), gpu=None, phase="Running", node="b"))
+            groups.append(podgroup("c"))
+        return state_of(snapshot(nodes, podgroups=groups, pods=pods))
+
+    loose, tight = state(0), state(4)
+    assert not cpu_bound(loose) and cpu_bound(tight)        # 12 / 2 = 6 and 16 / 2 = 8 cores per GPU
+    assert cpu_bound(state(4, gpus=4))                      # 2 of 8 GPUs asked for: judged
+    assert not cpu_bound(state(4, gpus=5))                  # 2 of 10: too few to judge
+    for st, strands in ((loose, True), (tight, False)):
+        free = np.asarray(st.table.free)
+        idx = frag_index(st, free)
+        assert idx.strand is strands
+        stranded = idx.stranding(0, 12_000)
+        if strands:
+            assert stranded[0] > 0                           # 4 cores left for 2 idle GPUs at 6 per GPU
+        else:
+            assert stranded.tolist() == [0.0, 0.0]
+
+
 def test_scarcity_keeps_flexible_pods_off_nodes_restricted_kinds_need():
     """Half the mix may only run on node 0's model: node 0 is under more pressure than node 1;
     with no restricted kind, no node is."""

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from kai_cp.fragmentation import FULL, Devices, FragIndex, Mix, devices_of, kai_slot_deltas, workload_mix
+from kai_cp.fragmentation import FULL, Devices, FragIndex, Mix, cpu_bound, devices_of, kai_slot_deltas, workload_mix
 from kai_cp.gpu_sharing import SharedLedger, task_memory_vector
 from kai_cp.gpu_sharing_place import device_spread
 from kai_cp.model.base import greedy_placements
@@ -35,7 +35,7 @@ def frag_index(state, free: np.ndarray) -> FragIndex | None:
     mix = workload_mix(state)
     idx = None
     if mix is not None:
-        idx = FragIndex(mix, devices_of(state, free, SharedLedger.open(state.nodes)))
+        idx = FragIndex(mix, devices_of(state, free, SharedLedger.open(state.nodes)), strand=not cpu_bound(state))
     state.__dict__[key] = idx
     return idx
 
@@ -112,7 +112,7 @@ class _Walk:
         d = np.array(nodes, dtype=np.int64)
         m = self.idx.mix
         mix = Mix(m.cpu, m.memory, m.milli, m.count, m.fraction, m.weight, m.allowed[:, d])
-        out = FragIndex(mix, Devices(self.dev[d], self.cpu[d], self.mem[d], [[None]] * len(d)))
+        out = FragIndex(mix, Devices(self.dev[d], self.cpu[d], self.mem[d], [[None]] * len(d)), strand=self.idx.strand)
         out.__dict__["_scarcity"] = self.idx.scarcity()[d]
         return out
 
