@@ -91,15 +91,13 @@ def cpu_bound(state) -> bool:
     large CPU-only pods looks CPU-bound (gpushare100 asks 15.6 cores per GPU, yet up to 17.8
     before 10 % of it has arrived, and lost a point on a seed judged then)."""
     seen = getattr(state, "workload", None)
-    if not seen or not state.nodes:
+    if not seen:
         return False
     cpu = gpu = 0.0
     for (r, _), n in seen.items():
         cpu += r.cpu * n
         gpu += float(r.pending_gpus(state.gpu_memory_divisor)) * n
-    table = state.table
-    have_cpu = float(table.allocatable[:, table.col["cpu"]].sum())
-    have_gpu = float(table.allocatable[:, table.col["gpu"]].sum())
+    have_cpu, have_gpu = float(state.total["cpu"]), float(state.total["gpu"])     # the ready nodes' (3.2.1)
     return have_gpu > 0 and gpu * CPU_BOUND_AFTER >= have_gpu and cpu / gpu >= have_cpu / have_gpu
 
 
