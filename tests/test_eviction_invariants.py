@@ -116,6 +116,19 @@ def test_cpsat_names_the_reclaimer_its_gate_2_counted() -> None:
     one_engine(doc, "cp-sat")
 
 
+def test_cpsat_names_the_nearest_reclaiming_queue_on_any_of_a_gangs_nodes() -> None:
+    """Found by the generated invariant test at stop 34: dept0 (no quota, so never above it) may
+    lose nothing to a queue outside it. The model left run1 (q00, a pod on each of two nodes) out
+    of dept0's gate 2 because pend1 of q01, inside dept0, is placed on one of run1's nodes; decode
+    named, for the pod on the other node, q10's run6 pipelined there (the first node it looked at
+    with a reclaiming queue), so a reclaim crossed dept0. Decode now looks on over the gang's
+    nodes for the nearest reclaiming queue before naming a farther one."""
+    doc = json.loads((FIXTURES / "cpsat_reclaim_names_the_nearest_queue_on_a_gangs_nodes.json").read_text())
+    one_engine(doc, "greedy")
+    out = one_engine(doc, "cp-sat")
+    assert out["evictions"], "the case needs the model's reclaim of run1"
+
+
 def test_preempt_takes_a_gang_whole_after_reclaim_moved_one_of_its_pods() -> None:
     """Found by the generated invariant test at stop 25: reclaim moves run1-1 (sub-group ps) to
     node-2 for run9, then preempt took run1-0 (workers, at its minimum 1) for run6 and left the

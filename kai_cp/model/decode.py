@@ -122,8 +122,8 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
         # A job pipelined on any of the victim's nodes before one bound on idle capacity: an
         # eviction's preemptor waits for it (a gang victim frees all its nodes at once).
         for bound_too in (False, True):
+            closest = -1
             for n in nodes:
-                closest = -1
                 for bound, j in ordered.get(n, []):
                     if bound and not bound_too:
                         break
@@ -136,7 +136,9 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
                             pick, closest = ("reclaim", j), near
                     elif u.preempt and j.queue == u.queue and j.priority > u.priority and pick is None:
                         pick = ("preempt", j)
-                if pick is not None:
+                # a reclaiming queue farther than the nearest on the victim's nodes: look on
+                # (naming the first node's let a reclaim the model gated below a level cross it)
+                if pick is not None and (pick[0] != "reclaim" or closest >= near_all):
                     break
             if pick is not None and pick[0] == "reclaim" and closest < near_all and not bound_too:
                 pick = None          # a nearer reclaiming queue is bound here: the next pass names it
