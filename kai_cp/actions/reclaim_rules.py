@@ -278,11 +278,12 @@ def quota_floor_applies(state: ClusterState, reclaimer_level: QueueInfo, victim_
 
 
 def waiting_levels(state: ClusterState) -> frozenset[str]:
-    """Queues (every level) with a job of pending pods in their subtree, once per state."""
+    """Queues (every level) with a job of pending pods in their subtree, once per state (from the
+    jobs with waiting pods: every job was a tenth of the model's eviction rows at 1,000 nodes)."""
     cached = state.__dict__.get("_waiting_levels")
     if cached is None:
         out: set[str] = set()
-        for j in state.jobs.values():
+        for j in state.waiting_jobs:
             if j.queue in state.queues and j.has_pending():
                 out.update(q.name for q in state.queue_path(j.queue))
         cached = state.__dict__["_waiting_levels"] = frozenset(out)
