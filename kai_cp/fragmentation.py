@@ -102,25 +102,22 @@ def cpu_bound(state) -> bool:
 
 
 def devices_of(state, free: np.ndarray, ledger) -> Devices:
-    """Free capacity per device (shared GPUs by their free memory, idle whole GPUs at 1000)."""
-    n_nodes = len(state.nodes)
-    rows, groups = [], []
-    for i in range(n_nodes):
+    """Free capacity per device (shared GPUs by their free memory, idle whole GPUs at 1000).
+    Nodes without shared GPUs, most of a cluster, are filled at once."""
+    whole = np.maximum(np.asarray(free[:, 2], dtype=np.int64), 0)
+    shared: dict[int, tuple[list[int], list[str]]] = {}
+    for i in ledger.nodes_with_groups():
         cap = int(ledger.capacity[i])
-        row, gs = [], []
-        for g, d in sorted(ledger.groups(i).items()):
-            if d.used > 0:
-                row.append(max(0, (cap - d.allocated) * FULL // max(cap, 1)))
-                gs.append(g)
-        whole = max(int(free[i, 2]), 0)
-        row += [FULL] * whole
-        gs += [None] * whole
-        rows.append(row)
-        groups.append(gs)
-    width = max((len(r) for r in rows), default=0)
-    arr = np.full((n_nodes, max(width, 1)), -1, dtype=np.int64)
-    for i, r in enumerate(rows):
-        arr[i, :len(r)] = r
+        used = [(g, d) for g, d in sorted(ledger.groups(i).items()) if d.used > 0]
+        if used:
+            shared[i] = ([max(0, (cap - d.allocated) * FULL // max(cap, 1)) for _, d in used], [g for g, _ in used])
+    width = int(max(int(whole.max(initial=0)), max((len(r) + int(whole[i]) for i, (r, _) in shared.items()), default=0)))
+    arr = np.where(np.arange(max(width, 1))[None, :] < whole[:, None], FULL, -1).astype(np.int64)
+    groups: list[list[str | None]] = [[None] * w for w in whole.tolist()]
+    for i, (row, gs) in shared.items():
+        arr[i] = -1
+        arr[i, :len(row) + int(whole[i])] = row + [FULL] * int(whole[i])
+        groups[i] = gs + groups[i]
     return Devices(arr, free[:, 0].astype(np.int64), free[:, 1].astype(np.int64), groups)
 
 
@@ -133,33 +130,67 @@ class FragIndex:
         self.mix, self.devs, self.strand = mix, devs, strand
         self._allowed_t = np.ascontiguousarray(mix.allowed.T)
         self._whole_part: dict[int, tuple] = {}
-        self._bases: dict[tuple[int, int], np.ndarray] = {}
-        self._weighted: dict[tuple[int, int], tuple] = {}
         dev = devs.free
         self.present = dev >= 0
         self.d = np.where(self.present, dev, 0)
         self.total = self.d.sum(axis=1)                                               # n
         # per kind, the free capacity of devices too small for it and the count of those not:
         # summed a slot at a time (a reduction over the short slot axis of an n x m x s array
-        # was most of the index's build at 10,000 nodes)
-        self.frag_small = np.zeros((len(dev), len(mix.milli)), dtype=np.int64)          # n x m
-        self.ok_count = np.zeros((len(dev), len(mix.milli)), dtype=np.int64)            # n x m
-        for s in range(dev.shape[1]):
-            d, present = self.d[:, s, None], self.present[:, s, None]
-            small = d < mix.milli[None, :]
-            self.frag_small += np.where(small & present, d, 0)
-            self.ok_count += ~small & present
+        # was most of the index's build at 10,000 nodes). A node whose devices are each idle
+        # (1000) or used up (0), most nodes, has only its idle GPUs to count: the slots are summed
+        # on the others alone.
         self.full = ((self.d == FULL) & self.present).sum(axis=1)                      # n
+        self.frag_small = self.full[:, None] * (FULL * (FULL < mix.milli))[None, :]    # n x m
+        self.ok_count = self.full[:, None] * (FULL >= mix.milli)[None, :]              # n x m
+        mixed = np.flatnonzero((self.present & (self.d > 0) & (self.d < FULL)).any(axis=1))
+        if len(mixed):
+            frag_small = np.zeros((len(mixed), len(mix.milli)), dtype=np.int64)
+            ok_count = np.zeros((len(mixed), len(mix.milli)), dtype=np.int64)
+            for s in range(dev.shape[1]):
+                d, present = self.d[mixed, s, None], self.present[mixed, s, None]
+                small = d < mix.milli[None, :]
+                frag_small += np.where(small & present, d, 0)
+                ok_count += ~small & present
+            self.frag_small[mixed], self.ok_count[mixed] = frag_small, ok_count
         self.partial = self.total - FULL * self.full
-        # fragments kept as floats: _expect's product is then one pass (an integer product was
-        # cast to floats for the matrix product anyway; the same values, so the same sums)
+        # fragments kept as floats: _expect's product is then one pass
         self.g0 = self._g(self.frag_small, self.ok_count, self.full[:, None], self.partial[:, None],
                           self.total[:, None]).astype(np.float64)
-        self.before = self._expect(self.g0, self._base(0, 0), self.total)
+        self.before = self._expect(self.g0, self._base_at(slice(None), 0, 0), self.total)
         self._gpu_part: dict = {}
         # CPU per GPU the mix asks for: a node with less CPU than that per free GPU strands GPUs
         gpus = mix.milli * mix.count / FULL
         self.cpu_per_gpu = float((mix.weight * mix.cpu).sum() / max((mix.weight * gpus).sum(), 1e-9)) if strand else 0.0
+
+    # What the index keeps per node: each depends on that node's devices, CPU, memory and
+    # predicates alone (sums included: _unfit), so a node's rows are the same in any index.
+    ROWS = ("present", "d", "total", "frag_small", "ok_count", "full", "partial", "g0", "before")
+
+    def rows(self, nodes: np.ndarray) -> "FragIndex":
+        """The index of some of its nodes (positions here), their rows as they are here: the index
+        they would get on their own, with this one's scarcity (a property of the whole cluster)."""
+        out = FragIndex.__new__(FragIndex)
+        m, d = self.mix, self.devs
+        out.mix = Mix(m.cpu, m.memory, m.milli, m.count, m.fraction, m.weight, m.allowed[:, nodes])
+        out.devs = Devices(d.free[nodes], d.cpu[nodes], d.memory[nodes], [d.groups[i] for i in nodes.tolist()])
+        out.strand, out.cpu_per_gpu = self.strand, self.cpu_per_gpu
+        out._allowed_t = self._allowed_t[nodes]
+        out._whole_part, out._gpu_part = {}, {}
+        for name in self.ROWS:
+            setattr(out, name, getattr(self, name)[nodes])
+        out.__dict__["_scarcity"] = self.scarcity()[nodes]
+        return out
+
+    def set_rows(self, nodes: np.ndarray, fresh: "FragIndex") -> None:
+        """Replace the rows of `nodes` (positions here) by those of `fresh`, an index of those
+        nodes in that order measured after pods changed them; what was kept from the old rows
+        per request is dropped (scarcity stays the cycle start's)."""
+        for name in self.ROWS:
+            getattr(self, name)[nodes] = getattr(fresh, name)
+        self.devs.free[nodes], self.devs.cpu[nodes], self.devs.memory[nodes] = \
+            fresh.devs.free, fresh.devs.cpu, fresh.devs.memory
+        for kept in (self._whole_part, self._gpu_part):
+            kept.clear()
 
     def _g(self, frag_small, ok_count, full, partial, total):
         """Per kind, the fragment when the pod's CPU and memory fit."""
@@ -168,28 +199,9 @@ class FragIndex:
         whole = np.where(full >= m.count, partial, total)
         return np.where(m.fraction, frac, whole)
 
-    def _base(self, cpu: int, memory: int) -> np.ndarray:
-        """Kinds that still fit each node's CPU, memory and predicates once a pod took `cpu` and
-        `memory` there. Kept per (cpu, memory): classes of many requests share them."""
-        hit = self._bases.get((cpu, memory))
-        if hit is None:
-            m = self.mix
-            hit = self._bases[(cpu, memory)] = ((self.devs.cpu[:, None] >= m.cpu[None, :] + cpu)
-                                                 & (self.devs.memory[:, None] >= m.memory[None, :] + memory)
-                                                 & self._allowed_t)
-        return hit
-
-    def _weighted_base(self, cpu: int, memory: int) -> tuple[np.ndarray, np.ndarray]:
-        """(base x weight, the weight of the kinds that do not fit), for shared-GPU pods."""
-        hit = self._weighted.get((cpu, memory))
-        if hit is None:
-            base = self._base(cpu, memory)
-            hit = self._weighted[(cpu, memory)] = (base * self.mix.weight, (~base) @ self.mix.weight)
-        return hit
-
     def _expect(self, g: np.ndarray, base: np.ndarray, total: np.ndarray) -> np.ndarray:
         w = self.mix.weight
-        return (g * base) @ w + total * ((~base) @ w)
+        return np.einsum("nm,nm->n", g, base * w) + total * _unfit(base, w)
 
     def stranding(self, taken: np.ndarray | int, cpu: int) -> np.ndarray:
         """Rise in GPUs (milli) a node can no longer use for want of CPU, at the mix's CPU per
@@ -217,21 +229,44 @@ class FragIndex:
         return cached
 
     def whole(self, gpus: int, cpu: int, memory: int) -> np.ndarray:
-        """Rise in fragmentation per node for a pod of `gpus` whole GPUs (inf where they do not fit)."""
-        base = self._base(cpu, memory)
+        """Rise in fragmentation per node for a pod of `gpus` whole GPUs (inf where they do not fit).
+        Measured only on the nodes where it is not known beforehand: inf where fewer GPUs are
+        whole; for a CPU-only pod, the stranding term alone where no GPU capacity is free (every
+        fragment is 0 there). Each node's figure is its own row's arithmetic, the same on a
+        subset (the kinds x nodes products were 0.2 s of a 10,000-node cycle)."""
+        rows, g, total = self._whole_rows(gpus)
+        base = self._base_at(rows, cpu, memory)
+        part = self._expect(g, base, total) - self.before[rows]
         if gpus <= 0:
-            return self._expect(self.g0, base, self.total) - self.before + self.stranding(0, cpu)
-        part = self._whole_part.get(gpus)      # the GPU part depends on the count alone
+            out = self.stranding(0, cpu)
+            out[rows] = part + out[rows]
+            return out
+        out = np.full(len(self.total), np.inf)
+        out[rows] = part + self.stranding(FULL * gpus, cpu)[rows] + FULL * gpus * self.scarcity()[rows]
+        return out
+
+    def _whole_rows(self, gpus: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(nodes measured, their fragments per kind after the pod, their free GPU capacity after
+        it) for a pod of `gpus` whole GPUs: the GPU part depends on the count alone."""
+        part = self._whole_part.get(gpus)
         if part is None:
-            full = self.full - gpus
-            total = self.total - FULL * gpus
-            part = self._whole_part[gpus] = (
-                self._g(self.frag_small, self.ok_count - gpus, full[:, None], self.partial[:, None],
-                        total[:, None]).astype(np.float64), total)
-        g, total = part
-        out = self._expect(g, base, total) - self.before + self.stranding(FULL * gpus, cpu) \
-            + FULL * gpus * self.scarcity()
-        return np.where(self.full >= gpus, out, np.inf)
+            if gpus <= 0:
+                rows = np.flatnonzero(self.total > 0)
+                part = (rows, self.g0[rows], self.total[rows])
+            else:
+                rows = np.flatnonzero(self.full >= gpus)
+                total = self.total[rows] - FULL * gpus
+                part = (rows, self._g(self.frag_small[rows], self.ok_count[rows] - gpus, (self.full[rows] - gpus)[:, None],
+                                      self.partial[rows][:, None], total[:, None]).astype(np.float64), total)
+            self._whole_part[gpus] = part
+        return part
+
+    def _base_at(self, rows: np.ndarray | slice, cpu: int, memory: int) -> np.ndarray:
+        """Kinds that still fit these nodes' CPU, memory and predicates once a pod took `cpu` and
+        `memory` there (not kept: few requests share CPU, memory and the nodes measured)."""
+        m = self.mix
+        return ((self.devs.cpu[rows, None] >= m.cpu[None, :] + cpu) & (self.devs.memory[rows, None] >= m.memory[None, :] + memory)
+                & self._allowed_t[rows])
 
     def kai_slot(self, need: np.ndarray, spread: bool) -> np.ndarray:
         """Per node, the device KAI's GPU order gives a shared-GPU pod (7.4): the fullest shared
@@ -244,27 +279,39 @@ class FragIndex:
         """Rise in fragmentation per node when the pod takes `need[n]` milli-GPU on device
         `slot[n]` (inf where that device cannot take it). The GPU part depends only on `need`
         and the slots, so it is kept per `key` (the request's GPU ask and the device order); CPU
-        and memory are applied per pod."""
+        and memory are applied per pod. Measured only on the nodes whose device takes the pod."""
         cached = self._gpu_part.get(key) if key is not None else None
         if cached is None:
-            rows = np.arange(len(slot))
-            d = self.d[rows, slot]
-            q, dd, mu = need[:, None], d[:, None], self.mix.milli[None, :]
+            every = np.arange(len(slot))
+            d = self.d[every, slot]
+            rows = np.flatnonzero(self.present[every, slot] & (d >= need))
+            d, q = d[rows], need[rows]
+            dd, mu = d[:, None], self.mix.milli[None, :]
             was_ok = dd >= mu
-            now_small = was_ok & (dd - q < mu)
-            frag_small = self.frag_small - q * (~was_ok) + (dd - q) * now_small
+            now_small = was_ok & (dd - q[:, None] < mu)
+            frag_small = self.frag_small[rows] - q[:, None] * (~was_ok) + (dd - q[:, None]) * now_small
             is_full = d == FULL
-            total = self.total - need
-            g = self._g(frag_small, self.ok_count - now_small, (self.full - is_full)[:, None],
-                        (self.partial + FULL * is_full - need)[:, None], total[:, None]).astype(np.float64)
-            cached = (g, total, self.present[rows, slot] & (d >= need))
+            total = self.total[rows] - q
+            g = self._g(frag_small, self.ok_count[rows] - now_small, (self.full[rows] - is_full)[:, None],
+                        (self.partial[rows] + FULL * is_full - q)[:, None], total[:, None]).astype(np.float64)
+            cached = (rows, g, total)
             if key is not None:
                 self._gpu_part[key] = cached
-        g, total, fits = cached
-        weighted, unfit = self._weighted_base(cpu, memory)
-        out = np.einsum("nm,nm->n", g, weighted) + total * unfit
-        out = out - self.before + (self.stranding(need, cpu) + need * self.scarcity())
-        return np.where(fits, out, np.inf)
+        rows, g, total = cached
+        base = self._base_at(rows, cpu, memory)
+        w = self.mix.weight
+        part = np.einsum("nm,nm->n", g, base * w) + total * _unfit(base, w)
+        out = np.full(len(self.total), np.inf)
+        out[rows] = part - self.before[rows] + (self.stranding(need, cpu)[rows] + need[rows] * self.scarcity()[rows])
+        return out
+
+
+def _unfit(base: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Per node, the weight of the kinds that do not fit. Sums here are einsum's, row by row:
+    a matrix product's (BLAS) sum for a node depends on its position among the rows, so two
+    identical nodes could differ in the last bit and rank apart, and a subset of the nodes
+    measured differently from the whole index."""
+    return np.einsum("nm,m->n", ~base, weight)
 
 
 def kai_slot_deltas(idx: "FragIndex", need: np.ndarray, cpu: int, memory: int, spread: bool, key=None) -> np.ndarray:

@@ -140,6 +140,10 @@ class SharedLedger:
         g = self._nodes.get(n)
         return g if g is not None else self.base[n]
 
+    def nodes_with_groups(self) -> list[int]:
+        """The nodes that have shared GPUs (or had, this cycle), in node order."""
+        return sorted({i for i, g in enumerate(self.base) if g} | set(self._nodes))
+
     def _writable(self, n: int) -> dict[str, Device]:
         g = self._nodes.get(n)
         if g is None:

@@ -450,3 +450,37 @@ def test_fragmentation_closed_form_matches_the_definition():
             after[i, full[:k]] = 0
             assert w[i] == pytest.approx(fragmentation(mix, after, cpu - 2000, mem)[i] - idx.before[i]
                                          + idx.stranding(1000 * k, 2000)[i] + 1000 * k * idx.scarcity()[i])
+
+
+def test_a_nodes_fragmentation_figures_do_not_depend_on_the_other_nodes():
+    """The walk re-measures the nodes it changed in an index of their own (model/frag_rows.py),
+    whole-GPU pods are measured only where they fit, and identical nodes must rank alike: so each
+    node's figures must be bit for bit what the whole index gives it. (A matrix product's sum
+    for a row depended on the row's position among the others.)"""
+    rng = random.Random(5)
+    for _ in range(20):
+        n, width = rng.randint(9, 40), 8
+        dev = np.full((n, width), -1, dtype=np.int64)
+        for i in range(n):
+            for s in range(rng.randint(1, width)):
+                dev[i, s] = rng.choice([0, 100, 190, 300, 500, 700, 1000, 1000, 1000])
+        cpu = np.array([rng.choice([0, 4000, 16000, 64000]) for _ in range(n)], dtype=np.int64)
+        mem = np.array([rng.choice([10 ** 9, 10 ** 12]) for _ in range(n)], dtype=np.int64)
+        dev[n - 1], cpu[n - 1], mem[n - 1] = dev[0], cpu[0], mem[0]          # a twin of node 0, last
+        mix = _random_mix(rng, n)
+        mix.allowed[:, n - 1] = mix.allowed[:, 0]
+        idx = FragIndex(mix, Devices(dev, cpu, mem, [[None] * width for _ in range(n)]))
+        requests = [(k, rng.choice([0, 1000, 8000]), rng.choice([0, 10 ** 9])) for k in (0, 1, 2, 4)]
+        need = np.full(n, rng.choice([100, 250, 500]), dtype=np.int64)
+        rows = {k: idx.whole(k, c, m) for k, c, m in requests}
+        frac = kai_slot_deltas(idx, need, 1000, 0, False)
+        for i in range(n):
+            one = Mix(mix.cpu, mix.memory, mix.milli, mix.count, mix.fraction, mix.weight, mix.allowed[:, [i]])
+            alone = FragIndex(one, Devices(dev[[i]], cpu[[i]], mem[[i]], [[None] * width]))
+            alone.__dict__["_scarcity"] = idx.scarcity()[[i]]
+            assert alone.before[0] == idx.before[i]
+            for k, c, m in requests:
+                assert alone.whole(k, c, m)[0] == rows[k][i]
+            assert kai_slot_deltas(alone, need[[i]], 1000, 0, False)[0] == frac[i]
+        assert idx.before[0] == idx.before[n - 1]
+        assert all(rows[k][0] == rows[k][n - 1] for k in rows)

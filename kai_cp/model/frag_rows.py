@@ -98,23 +98,36 @@ class _Walk:
         # on releasing resources (a pipelined pod is no placement to steer the others by)
         self.idle = np.asarray(state.table.idle)[:, :3].astype(np.int64).copy()
         self.gid = [list(g) for g in d.groups]         # per node and slot: shared group id, None when whole
-        self.shared0 = np.array([[g is not None for g in gs] + [False] * (d.free.shape[1] - len(gs)) for gs in d.groups],
-                                dtype=bool).reshape(d.free.shape)
+        self.shared0 = np.zeros(d.free.shape, dtype=bool)
+        for i, gs in enumerate(d.groups):
+            if gs and gs[0] is not None:        # (devices_of lists a node's shared GPUs first)
+                self.shared0[i, :len(gs)] = [g is not None for g in gs]
         self.dirty: list[int] = []
         self.pods = 0
         self._mini: FragIndex | None = None
+        # the cycle-start index with the nodes the walk changed measured again (made at the first
+        # change); `_changed`: nodes changed since their rows were last measured
+        self._now: FragIndex | None = None
+        self._changed: list[int] = []
 
     @property
     def open(self) -> bool:
         return self.pods < WALK_PODS and len(self.dirty) < WALK_NODES
 
     def _index(self, nodes: list[int]) -> FragIndex:
-        d = np.array(nodes, dtype=np.int64)
-        m = self.idx.mix
-        mix = Mix(m.cpu, m.memory, m.milli, m.count, m.fraction, m.weight, m.allowed[:, d])
-        out = FragIndex(mix, Devices(self.dev[d], self.cpu[d], self.mem[d], [[None]] * len(d)), strand=self.idx.strand)
-        out.__dict__["_scarcity"] = self.idx.scarcity()[d]
-        return out
+        """The index of `nodes` as the walk left them. Only the nodes changed since the last call
+        are measured again (a class changes a few; the walk's nodes were all measured again for
+        every class)."""
+        if self._now is None:
+            self._now = self.idx.rows(np.arange(len(self.idx.total)))
+        if self._changed:
+            d = np.array(sorted(set(self._changed)), dtype=np.int64)
+            m = self.idx.mix
+            mix = Mix(m.cpu, m.memory, m.milli, m.count, m.fraction, m.weight, m.allowed[:, d])
+            self._now.set_rows(d, FragIndex(mix, Devices(self.dev[d], self.cpu[d], self.mem[d], [[None]] * len(d)),
+                                            strand=self.idx.strand))
+            self._changed = []
+        return self._now.rows(np.array(nodes, dtype=np.int64))
 
     def row(self, request) -> np.ndarray:
         base = class_deltas(self.state, self.free, request)
@@ -179,6 +192,7 @@ class _Walk:
         self.idle[i, 1] -= request.memory
         if i not in self.dirty:
             self.dirty.append(i)
+        self._changed.append(i)
         self._mini = None
         self.pods += 1
         return tuple(out)
