@@ -181,10 +181,26 @@ class FragIndex:
         out.__dict__["_scarcity"] = self.scarcity()[nodes]
         return out
 
+    def extended(self, more: "FragIndex") -> "FragIndex":
+        """This index's nodes and then `more`'s (the same mix), each row as its index has it."""
+        out = FragIndex.__new__(FragIndex)
+        m, d, e = self.mix, self.devs, more.devs
+        out.mix = Mix(m.cpu, m.memory, m.milli, m.count, m.fraction, m.weight,
+                      np.concatenate([m.allowed, more.mix.allowed], axis=1))
+        out.devs = Devices(np.concatenate([d.free, e.free]), np.concatenate([d.cpu, e.cpu]),
+                           np.concatenate([d.memory, e.memory]), d.groups + e.groups)
+        out.strand, out.cpu_per_gpu = self.strand, self.cpu_per_gpu
+        out._allowed_t = np.concatenate([self._allowed_t, more._allowed_t])
+        out._whole_part, out._gpu_part = {}, {}
+        for name in self.ROWS:
+            setattr(out, name, np.concatenate([getattr(self, name), getattr(more, name)]))
+        out.__dict__["_scarcity"] = np.concatenate([self.scarcity(), more.scarcity()])
+        return out
+
     def set_rows(self, nodes: np.ndarray, fresh: "FragIndex") -> None:
         """Replace the rows of `nodes` (positions here) by those of `fresh`, an index of those
         nodes in that order measured after pods changed them; what was kept from the old rows
-        per request is dropped (scarcity stays the cycle start's)."""
+        per request is dropped (scarcity stays this index's)."""
         for name in self.ROWS:
             getattr(self, name)[nodes] = getattr(fresh, name)
         self.devs.free[nodes], self.devs.cpu[nodes], self.devs.memory[nodes] = \

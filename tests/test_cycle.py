@@ -473,8 +473,33 @@ def test_a_build_that_passes_the_deadline_stops_and_falls_back(monkeypatch) -> N
     assert placed(res) == {"default/a-0": "n1"}
 
 
+def test_a_build_whose_pool_and_selection_cannot_end_in_time_is_not_started(monkeypatch) -> None:
+    """At 10,000 nodes the victim pool alone fits the time KAI's actions leave, the pool and the
+    candidate selection do not: a build started on the pool's estimate ran on into the selection
+    and fell back at 0.8 s of a 1 s cycle instead of at once. With a selection estimated past the
+    deadline the cycle falls back before the pool is built; with a quick one it is built."""
+    import kai_cp.model.build as build
+
+    c = Cluster().queue("q").queue("r").node("n1", gpus=4)
+    c.job("run", "r", gpus=4, running_on=["n1"]).job("want", "q", gpus=2)
+    pools: list[int] = []
+    real = build.build_pool
+
+    def counted(*args, **kwargs):
+        pools.append(1)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(build, "build_pool", counted)
+    monkeypatch.setattr(build, "SELECT_SECONDS_PER_CLASS_NODE", 10.0)     # 10 s per class and node
+    res = cycle(c.doc(), "cp-sat").to_json()
+    assert res["cycle"]["status"] == "FALLBACK" and "not built within" in res["cycle"]["fallbackReason"]
+    assert pools == [] and res["cycle"]["wallSeconds"] < 0.5
+    monkeypatch.setattr(build, "SELECT_SECONDS_PER_CLASS_NODE", 30e-9)
+    res = cycle(c.doc(), "cp-sat").to_json()
+    assert pools == [1] and res["cycle"]["status"] != "FALLBACK"
+
+
 def test_the_victim_pool_and_candidate_selection_stop_at_the_deadline(monkeypatch) -> None:
-    """The build steps that look at every job or every candidate class (the victim pool, the
+    """The build steps that look at every victim job or every candidate class (the victim pool, the
     fragmentation rows and the selection: about a second each at 10,000 nodes, where KAI's
     actions leave the model a few tenths) check the deadline as they go: a cycle whose deadline
     passes inside them falls back at once, within its limit, rather than after them (a 1 s
@@ -488,10 +513,12 @@ def test_the_victim_pool_and_candidate_selection_stop_at_the_deadline(monkeypatc
     from kai_cp.model.frag_rows import class_rows
 
     c = Cluster().queue("q").queue("r")
-    for i in range(8):
+    for i in range(40):
         c.node(f"n{i}", gpus=16)
-    for i in range(2 * CHECK_EVERY_JOBS + 10):      # preemptible jobs, a fifth running: the victims
-        c.job(f"run{i}", "r", gpus=1, running_on=[f"n{i % 8}"] if i % 5 == 0 else None)
+    for i in range(2 * CHECK_EVERY_JOBS + 10):      # preemptible running jobs: the victims
+        c.job(f"run{i}", "r", gpus=1, running_on=[f"n{i % 40}"])
+    for i in range(20):                             # and pending ones, no victims
+        c.job(f"later{i}", "r", gpus=1)
     for i in range(6):
         c.job(f"want{i}", "q", gpus=2)
     state = build_cluster_state(load_snapshot_dict(c.doc()))
@@ -499,7 +526,8 @@ def test_the_victim_pool_and_candidate_selection_stop_at_the_deadline(monkeypatc
     classes = build_classes(state, greedy)
     calls: list[str] = []
     build_pool(state, greedy, pending_keys(classes), lambda: calls.append("pool"))
-    assert calls.count("pool") == -(-len(state.jobs) // CHECK_EVERY_JOBS)      # every CHECK_EVERY_JOBS jobs
+    assert len(state.victims) == 2 * CHECK_EVERY_JOBS + 10 < len(state.jobs)
+    assert calls.count("pool") == -(-len(state.victims) // CHECK_EVERY_JOBS)      # every CHECK_EVERY_JOBS victim jobs
     pool = build_pool(state, greedy, pending_keys(classes))
     select_pairs(state, greedy, classes, None, None, pool, lambda: calls.append("select"))
     assert calls.count("select") >= len(classes)

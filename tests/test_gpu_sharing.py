@@ -289,8 +289,8 @@ def test_cpsat_packs_fractions_where_greedy_strands_a_gpu():
 # ----------------------------------------------------------------------------- fragmentation
 
 
-def _random_mix(rng: random.Random, nodes: int) -> Mix:
-    k = rng.randint(1, 5)
+def _random_mix(rng: random.Random, nodes: int, kinds: int | None = None) -> Mix:
+    k = kinds or rng.randint(1, 5)
     frac_ = np.array([rng.random() < 0.6 for _ in range(k)])
     milli = np.array([rng.choice([250, 300, 500, 700, 810]) if f else 1000 for f in frac_])
     count = np.array([1 if f else rng.choice([1, 2, 4, 8]) for f in frac_])
@@ -298,6 +298,18 @@ def _random_mix(rng: random.Random, nodes: int) -> Mix:
     return Mix(cpu=np.array([rng.choice([0, 2000, 8000]) for _ in range(k)]), memory=np.zeros(k, dtype=np.int64),
                milli=milli, count=count, fraction=frac_, weight=w / w.sum(),
                allowed=np.array([[rng.random() < 0.9 for _ in range(nodes)] for _ in range(k)]))
+
+
+def _random_nodes(rng: random.Random, n: int, width: int, free: list[int], cpus: list[int]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Devices (milli-GPU free per slot, -1 where none), CPU and memory of n random nodes."""
+    dev = np.full((n, width), -1, dtype=np.int64)
+    for i in range(n):
+        for s in range(rng.randint(1, width)):
+            dev[i, s] = rng.choice(free)
+    cpu = np.array([rng.choice(cpus) for _ in range(n)], dtype=np.int64)
+    mem = np.array([rng.choice([10 ** 9, 10 ** 12]) for _ in range(n)], dtype=np.int64)
+    return dev, cpu, mem
 
 
 def per_device(idx: FragIndex, need: np.ndarray, cpu: int, memory: int) -> np.ndarray:
@@ -372,12 +384,7 @@ def test_kai_slot_deltas_read_the_device_kai_gives_the_pod():
     rng = random.Random(11)
     for _ in range(30):
         n, width = rng.randint(1, 6), 6
-        dev = np.full((n, width), -1, dtype=np.int64)
-        for i in range(n):
-            for s in range(rng.randint(1, width)):
-                dev[i, s] = rng.choice([0, 100, 190, 300, 500, 700, 1000, 1000])
-        cpu = np.array([rng.choice([0, 4000, 16000]) for _ in range(n)], dtype=np.int64)
-        mem = np.array([rng.choice([10 ** 9, 10 ** 12]) for _ in range(n)], dtype=np.int64)
+        dev, cpu, mem = _random_nodes(rng, n, width, [0, 100, 190, 300, 500, 700, 1000, 1000], [0, 4000, 16000])
         mix = _random_mix(rng, n)
         mix.memory = np.array([rng.choice([0, 5 * 10 ** 8]) for _ in mix.memory], dtype=np.int64)
         idx = FragIndex(mix, Devices(dev, cpu, mem, [[None] * width for _ in range(n)]))
@@ -460,14 +467,10 @@ def test_a_nodes_fragmentation_figures_do_not_depend_on_the_other_nodes():
     rng = random.Random(5)
     for _ in range(20):
         n, width = rng.randint(9, 40), 8
-        dev = np.full((n, width), -1, dtype=np.int64)
-        for i in range(n):
-            for s in range(rng.randint(1, width)):
-                dev[i, s] = rng.choice([0, 100, 190, 300, 500, 700, 1000, 1000, 1000])
-        cpu = np.array([rng.choice([0, 4000, 16000, 64000]) for _ in range(n)], dtype=np.int64)
-        mem = np.array([rng.choice([10 ** 9, 10 ** 12]) for _ in range(n)], dtype=np.int64)
+        dev, cpu, mem = _random_nodes(rng, n, width, [0, 100, 190, 300, 500, 700, 1000, 1000, 1000],
+                                      [0, 4000, 16000, 64000])
         dev[n - 1], cpu[n - 1], mem[n - 1] = dev[0], cpu[0], mem[0]          # a twin of node 0, last
-        mix = _random_mix(rng, n)
+        mix = _random_mix(rng, n, rng.choice([None, 17, 64]))          # (64: MAX_KINDS)
         mix.allowed[:, n - 1] = mix.allowed[:, 0]
         idx = FragIndex(mix, Devices(dev, cpu, mem, [[None] * width for _ in range(n)]))
         requests = [(k, rng.choice([0, 1000, 8000]), rng.choice([0, 10 ** 9])) for k in (0, 1, 2, 4)]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from ortools.sat.python import cp_model
 
-from kai_cp.model.linear_rows import INT64_MAX, INT64_MIN, add_enforced_le, add_le_rows, add_rows, maximize, proto_bytes
+from kai_cp.model.linear_rows import (INT64_MAX, INT64_MIN, add_at_most_if, add_enforced_le, add_le_rows, add_rows,
+                                     add_zero_unless, maximize, proto_bytes)
 
 
 def _models(n_vars: int) -> tuple[cp_model.CpModel, list, cp_model.CpModel]:
@@ -97,4 +98,28 @@ def test_enforced_row_of_two_sums_matches_cp_model_byte_for_byte() -> None:
         add_enforced_le(bulk, [xs[v].index for v in v1] + [xs[v].index for v in v2],
                         [a * c for c in c1] + [-b * c for c in c2], b * h2 - 1 - a * h1,
                         [r.index, lost.index, -within.index - 1])
+    assert proto_bytes(bulk) == proto_bytes(one)
+
+
+def test_zero_unless_and_at_most_if_rows_match_cp_model_byte_for_byte() -> None:
+    """model/eviction_focus.py's and priority_inversion.py's `v == 0` unless a literal, and gate
+    3's `v <= bound * lost` (a literal created before or after the variables), in bulk."""
+    rng = np.random.default_rng(5)
+    one, xs, bulk = _models(30)
+    for _ in range(20):
+        picked = rng.choice(30, size=int(rng.integers(1, 8)), replace=False).tolist()
+        lit = 3 * int(rng.integers(0, 10))           # a Boolean of _models
+        if rng.random() < 0.5:
+            for v in picked:
+                one.add(xs[v] == 0).only_enforce_if(~xs[lit])
+            add_zero_unless(bulk, [xs[v].index for v in picked], xs[lit].index)
+        else:
+            fresh = one.new_bool_var("") if rng.random() < 0.5 else None
+            literal = fresh if fresh is not None else xs[lit]
+            if fresh is not None:
+                bulk.new_bool_var("")
+            bounds = rng.integers(0, 6, len(picked)).tolist()
+            for v, b in zip(picked, bounds):
+                one.add(xs[v] <= b * literal)
+            add_at_most_if(bulk, [xs[v].index for v in picked], bounds, literal.index)
     assert proto_bytes(bulk) == proto_bytes(one)

@@ -36,9 +36,13 @@ from kai_cp.state import ClusterState
 # What the build takes per chosen pair after choosing them, from below: 31 us measured on
 # topo-512-s1, 40-110 us on the other differential, example and benchmark snapshots.
 BUILD_SECONDS_PER_PAIR = 25e-6
-# The victim pool looks at every job of the cluster: 22-24 us per job measured (bench_scale's
-# 1,000 and 10,000 nodes); from below, so a pool that could end in time is always started.
+# The victim pool looks at every victim job (state.victims: preemptible, pods on nodes): 13-15 us
+# per victim job measured (bench_scale's 1,000 and 10,000 nodes); from below, so a pool that
+# could end in time is always started.
 POOL_SECONDS_PER_JOB = 10e-6
+# The candidate selection ranks each class's nodes (fragmentation rows included): 46-59 ns per
+# class and node measured at 10,000 nodes, ~100 ns at 1,000; from below, as the pool's.
+SELECT_SECONDS_PER_CLASS_NODE = 30e-9
 
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
 CONSTRAINTS: tuple[Concern, ...] = (Evictions(), NodeCapacity(), Gang(), EvictionFocus(), NoPriorityInversion(),
@@ -59,17 +63,21 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
                 constraints: tuple[Concern, ...] = CONSTRAINTS,
                 levels: tuple[tuple[Concern, ...], ...] = OBJECTIVE_LEVELS, evictions: bool = True,
                 deadline: float | None = None) -> ModelContext:
-    """`deadline` (time.perf_counter()): checked between steps; past it, BuildTimeout. Once the
-    pairs are chosen, also when what is left of the build cannot end before it."""
+    """`deadline` (time.perf_counter()): checked between steps; past it, BuildTimeout. Also when
+    what is left of the build cannot end before it: the victim pool and the candidate selection
+    are not started when they could not end in time (a 10,000-node build started on the pool's
+    estimate alone ran 0.4 s into the selection and fell back at 0.8 s instead of 0.4 s), nor
+    the model once the pairs are chosen."""
     def check(left: float = 0.0) -> None:
         if deadline is not None and time.perf_counter() + left > deadline:
             raise BuildTimeout("the model was not built within the time KAI's actions left")
 
     classes = build_classes(state, greedy)
     greedy_nodes = compact(state, greedy, classes, greedy_class_nodes(greedy, classes))   # the hint
-    check(POOL_SECONDS_PER_JOB * len(state.jobs) if evictions else 0.0)
+    select = SELECT_SECONDS_PER_CLASS_NODE * len(classes) * len(state.nodes)
+    check((POOL_SECONDS_PER_JOB * len(state.victims) if evictions else 0.0) + select)
     pool = build_pool(state, greedy, pending_keys(classes), check) if evictions else None
-    check()
+    check(select)
     pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes, pair_budget, greedy_nodes, pool, check)
     check(BUILD_SECONDS_PER_PAIR * len(pair_ub))
     model = cp_model.CpModel()

@@ -247,7 +247,9 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
                 without = ub[nodes]
             else:           # raw is the bound on free0 itself when no victims add to it
                 without = raw[nodes] if reach is None else _per_node_bound(free0[nodes], c.vec)
-            order = np.lexsort((nodes, prim, after <= 0, without <= 0))
+            # (without <= 0, after <= 0, prim, node): `nodes` ascend and lexsort's sorts are
+            # stable, so the two flags as one key and prim order them alike, in half the sorts
+            order = np.lexsort((prim, 2 * (without <= 0) + (after <= 0)))
             nodes = nodes[order]
             cached = memo.ranked[key] = (nodes, ub[nodes], np.cumsum(np.minimum(ub[nodes], 1 << 20)), raw)
         nodes, ub, cum, raw = cached

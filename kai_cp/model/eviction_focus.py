@@ -13,6 +13,7 @@ preemptor (a higher-priority job of a victim's queue) or belongs to a queue that
 from __future__ import annotations
 
 from kai_cp.model.base import ModelContext
+from kai_cp.model.linear_rows import add_zero_unless
 
 
 class EvictionFocus:
@@ -30,8 +31,7 @@ class EvictionFocus:
             return
         m = ctx.model
         evicting = m.new_bool_var("evicting")
-        for v in evict_vars:
-            m.add(v == 0).only_enforce_if(~evicting)
+        add_zero_unless(m, [v.index for v in evict_vars], evicting.index)
         for j in others:
             m.add_implication(evicting, ~ctx.starts[j])
         ctx.derive_hint(lambda: ctx.hint(evicting, 1 if any(ctx.hinted(v) for v in evict_vars) else 0))

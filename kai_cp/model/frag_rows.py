@@ -105,9 +105,10 @@ class _Walk:
         self.dirty: list[int] = []
         self.pods = 0
         self._mini: FragIndex | None = None
-        # the cycle-start index with the nodes the walk changed measured again (made at the first
-        # change); `_changed`: nodes changed since their rows were last measured
+        # the nodes the walk changed, measured as it left them (positions: `_at`); `_changed`:
+        # nodes changed since their rows were last measured
         self._now: FragIndex | None = None
+        self._at: dict[int, int] = {}
         self._changed: list[int] = []
 
     @property
@@ -115,19 +116,27 @@ class _Walk:
         return self.pods < WALK_PODS and len(self.dirty) < WALK_NODES
 
     def _index(self, nodes: list[int]) -> FragIndex:
-        """The index of `nodes` as the walk left them. Only the nodes changed since the last call
-        are measured again (a class changes a few; the walk's nodes were all measured again for
-        every class)."""
-        if self._now is None:
-            self._now = self.idx.rows(np.arange(len(self.idx.total)))
+        """The index of `nodes` (nodes the walk changed) as the walk left them. Only the nodes
+        changed since the last call are measured again (a class changes a few; the walk's nodes
+        were all measured again for every class)."""
         if self._changed:
-            d = np.array(sorted(set(self._changed)), dtype=np.int64)
+            d = sorted(set(self._changed))
+            self._changed = []
             m = self.idx.mix
             mix = Mix(m.cpu, m.memory, m.milli, m.count, m.fraction, m.weight, m.allowed[:, d])
-            self._now.set_rows(d, FragIndex(mix, Devices(self.dev[d], self.cpu[d], self.mem[d], [[None]] * len(d)),
-                                            strand=self.idx.strand))
-            self._changed = []
-        return self._now.rows(np.array(nodes, dtype=np.int64))
+            fresh = FragIndex(mix, Devices(self.dev[d], self.cpu[d], self.mem[d], [[None]] * len(d)),
+                              strand=self.idx.strand)
+            fresh.__dict__["_scarcity"] = self.idx.scarcity()[d]      # the cycle start's, of the whole cluster
+            known = [k for k, n in enumerate(d) if n in self._at]
+            if known:
+                self._now.set_rows(np.array([self._at[d[k]] for k in known]), fresh.rows(np.array(known)))
+            new = [k for k, n in enumerate(d) if n not in self._at]
+            if new:
+                more = fresh.rows(np.array(new))
+                self._now = more if self._now is None else self._now.extended(more)
+                for k in new:
+                    self._at[d[k]] = len(self._at)
+        return self._now.rows(np.array([self._at[n] for n in nodes], dtype=np.int64))
 
     def row(self, request) -> np.ndarray:
         base = class_deltas(self.state, self.free, request)

@@ -79,6 +79,27 @@ def add_enforced_le(model: cp_model.CpModel, variables: np.ndarray, coefficients
              np.array([INT64_MIN]), np.array([ub]), [enforcement])
 
 
+def add_zero_unless(model: cp_model.CpModel, variables: list[int], literal: int) -> None:
+    """`v == 0` for each proto variable index unless `literal` holds, as cp_model writes
+    `add(v == 0).only_enforce_if(~literal)` one at a time (thousands of rows per cycle at 1,000
+    nodes: model/eviction_focus.py, model/priority_inversion.py)."""
+    n = len(variables)
+    zeros = np.zeros(n, dtype=np.int64)
+    add_rows(model, np.arange(n), np.asarray(variables, dtype=np.int64), np.ones(n, dtype=np.int64), zeros, zeros,
+             [[-literal - 1]] * n)
+
+
+def add_at_most_if(model: cp_model.CpModel, variables: list[int], bounds: list[int], literal: int) -> None:
+    """`v <= bound * literal` for each proto variable index and bound, as cp_model writes
+    `add(v <= bound * literal)` one at a time."""
+    n = len(variables)
+    rows = np.arange(n)
+    add_le_rows(model, np.concatenate([rows, rows]),
+                np.concatenate([np.asarray(variables, dtype=np.int64), np.full(n, literal, dtype=np.int64)]),
+                np.concatenate([np.ones(n, dtype=np.int64), -np.asarray(bounds, dtype=np.int64)]),
+                np.zeros(n, dtype=np.int64))
+
+
 def maximize(model: cp_model.CpModel, variables: list, coefficients: list[int]) -> None:
     """model.maximize(weighted_sum(variables, coefficients)) for integer coefficients, written as
     cp_model writes it (its flattened expression, negated, scaling factor -1) with one extend per

@@ -25,6 +25,7 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 from kai_cp.model.base import ModelContext
+from kai_cp.model.linear_rows import add_zero_unless
 
 
 class NoPriorityInversion:
@@ -56,8 +57,7 @@ class NoPriorityInversion:
                 if not evs:
                     continue
                 e = m.new_bool_var("")
-                for v in evs:
-                    m.add(v == 0).only_enforce_if(~e)
+                add_zero_unless(m, [v.index for v in evs], e.index)
                 pairs = [i for n in sorted(names) for i in jobs[n]]
                 m.add(cp_model.LinearExpr.sum([ctx.x[i] for i in pairs]) == 0).only_enforce_if(e)
                 ctx.derive_hint(lambda e=e, evs=evs: ctx.hint(e, 1 if any(ctx.hinted(v) for v in evs) else 0))
