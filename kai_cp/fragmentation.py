@@ -111,7 +111,8 @@ def devices_of(state, free: np.ndarray, ledger) -> Devices:
         used = [(g, d) for g, d in sorted(ledger.groups(i).items()) if d.used > 0]
         if used:
             shared[i] = ([max(0, (cap - d.allocated) * FULL // max(cap, 1)) for _, d in used], [g for g, _ in used])
-    width = int(max(int(whole.max(initial=0)), max((len(r) + int(whole[i]) for i, (r, _) in shared.items()), default=0)))
+    width = int(max(int(whole.max(initial=0)),
+                    max((len(r) + int(whole[i]) for i, (r, _) in shared.items()), default=0)))
     arr = np.where(np.arange(max(width, 1))[None, :] < whole[:, None], FULL, -1).astype(np.int64)
     groups: list[list[str | None]] = [[None] * w for w in whole.tolist()]
     for i, (row, gs) in shared.items():
@@ -272,8 +273,9 @@ class FragIndex:
             else:
                 rows = np.flatnonzero(self.full >= gpus)
                 total = self.total[rows] - FULL * gpus
-                part = (rows, self._g(self.frag_small[rows], self.ok_count[rows] - gpus, (self.full[rows] - gpus)[:, None],
-                                      self.partial[rows][:, None], total[:, None]).astype(np.float64), total)
+                g = self._g(self.frag_small[rows], self.ok_count[rows] - gpus, (self.full[rows] - gpus)[:, None],
+                            self.partial[rows][:, None], total[:, None])
+                part = (rows, g.astype(np.float64), total)
             self._whole_part[gpus] = part
         return part
 
@@ -281,8 +283,8 @@ class FragIndex:
         """Kinds that still fit these nodes' CPU, memory and predicates once a pod took `cpu` and
         `memory` there (not kept: few requests share CPU, memory and the nodes measured)."""
         m = self.mix
-        return ((self.devs.cpu[rows, None] >= m.cpu[None, :] + cpu) & (self.devs.memory[rows, None] >= m.memory[None, :] + memory)
-                & self._allowed_t[rows])
+        return ((self.devs.cpu[rows, None] >= m.cpu[None, :] + cpu)
+                & (self.devs.memory[rows, None] >= m.memory[None, :] + memory) & self._allowed_t[rows])
 
     def kai_slot(self, need: np.ndarray, spread: bool) -> np.ndarray:
         """Per node, the device KAI's GPU order gives a shared-GPU pod (7.4): the fullest shared

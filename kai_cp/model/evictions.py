@@ -311,8 +311,8 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
                     running.append(t)
         if not running:
             continue
-        pre = may_preempt and top_prio.get(job.queue, -1 << 30) > job.priority \
-            and (not guarded or job.last_start is None or min_runtime.filter_victim(state, job, "preempt", job.queue, now))
+        pre = may_preempt and top_prio.get(job.queue, -1 << 30) > job.priority and (
+            not guarded or job.last_start is None or min_runtime.filter_victim(state, job, "preempt", job.queue, now))
         gpus = sum(t.request.gpus for t in running)
         # Gate 2 first: a victim queue not above its share, or a job holding no GPUs, is reclaimed
         # by no one (deciding who else goes first was half of the pool's time when it was not).
