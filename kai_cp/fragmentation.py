@@ -170,32 +170,25 @@ class FragIndex:
     def rows(self, nodes: np.ndarray) -> "FragIndex":
         """The index of some of its nodes (positions here), their rows as they are here: the index
         they would get on their own, with this one's scarcity (a property of the whole cluster)."""
-        out = FragIndex.__new__(FragIndex)
-        m, d = self.mix, self.devs
-        out.mix = Mix(m.cpu, m.memory, m.milli, m.count, m.fraction, m.weight, m.allowed[:, nodes])
-        out.devs = Devices(d.free[nodes], d.cpu[nodes], d.memory[nodes], [d.groups[i] for i in nodes.tolist()])
-        out.strand, out.cpu_per_gpu = self.strand, self.cpu_per_gpu
-        out._allowed_t = self._allowed_t[nodes]
-        out._whole_part, out._gpu_part = {}, {}
-        for name in self.ROWS:
-            setattr(out, name, getattr(self, name)[nodes])
-        out.__dict__["_scarcity"] = self.scarcity()[nodes]
-        return out
+        return FragIndex.stacked([(self, nodes)])
 
-    def extended(self, more: "FragIndex") -> "FragIndex":
-        """This index's nodes and then `more`'s (the same mix), each row as its index has it."""
+    @staticmethod
+    def stacked(parts: list[tuple["FragIndex", np.ndarray]]) -> "FragIndex":
+        """One index of the given nodes (positions) of indexes of the same mix, in that order,
+        each row as its own index has it (scarcity included)."""
+        first = parts[0][0]
         out = FragIndex.__new__(FragIndex)
-        m, d, e = self.mix, self.devs, more.devs
+        m = first.mix
         out.mix = Mix(m.cpu, m.memory, m.milli, m.count, m.fraction, m.weight,
-                      np.concatenate([m.allowed, more.mix.allowed], axis=1))
-        out.devs = Devices(np.concatenate([d.free, e.free]), np.concatenate([d.cpu, e.cpu]),
-                           np.concatenate([d.memory, e.memory]), d.groups + e.groups)
-        out.strand, out.cpu_per_gpu = self.strand, self.cpu_per_gpu
-        out._allowed_t = np.concatenate([self._allowed_t, more._allowed_t])
+                      np.concatenate([i.mix.allowed[:, n] for i, n in parts], axis=1))
+        arrays = (np.concatenate([getattr(i.devs, f)[n] for i, n in parts]) for f in ("free", "cpu", "memory"))
+        out.devs = Devices(*arrays, [i.devs.groups[k] for i, n in parts for k in n.tolist()])
+        out.strand, out.cpu_per_gpu = first.strand, first.cpu_per_gpu
+        out._allowed_t = np.concatenate([i._allowed_t[n] for i, n in parts])
         out._whole_part, out._gpu_part = {}, {}
-        for name in self.ROWS:
-            setattr(out, name, np.concatenate([getattr(self, name), getattr(more, name)]))
-        out.__dict__["_scarcity"] = np.concatenate([self.scarcity(), more.scarcity()])
+        for name in FragIndex.ROWS:
+            setattr(out, name, np.concatenate([getattr(i, name)[n] for i, n in parts]))
+        out.__dict__["_scarcity"] = np.concatenate([i.scarcity()[n] for i, n in parts])
         return out
 
     def set_rows(self, nodes: np.ndarray, fresh: "FragIndex") -> None:
@@ -223,7 +216,7 @@ class FragIndex:
     def stranding(self, taken: np.ndarray | int, cpu: int) -> np.ndarray:
         """Rise in GPUs (milli) a node can no longer use for want of CPU, at the mix's CPU per
         GPU, when a pod takes `taken` milli-GPU and `cpu` millicores there. FGD's measure only
-        sees the next pod; this sees the CPU a node's remaining GPUs will need. None when the
+        sees the next pod; this sees the CPU a node's remaining GPUs will need. Zero when the
         index is built with `strand` off (the pods are CPU-bound: cpu_bound)."""
         if self.cpu_per_gpu <= 0:
             return np.zeros(len(self.total))

@@ -288,7 +288,6 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     index, placements, may_preempt = table.index, greedy.session.placements, "preempt" in actions
     losable = _Losable(table.vector)
     jobs, queues = state.jobs, state.queues
-    guarded = state.config.min_runtime_enabled      # else no job is protected (min_runtime.protected)
     # The preemptible jobs with pods on the cycle's nodes (state.victims, in job order): the
     # others have nothing to lose. Their pods there, per PodSet, were found at state build.
     for i, name in enumerate(state.victims):
@@ -311,8 +310,8 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
                     running.append(t)
         if not running:
             continue
-        pre = may_preempt and top_prio.get(job.queue, -1 << 30) > job.priority and (
-            not guarded or job.last_start is None or min_runtime.filter_victim(state, job, "preempt", job.queue, now))
+        pre = may_preempt and top_prio.get(job.queue, -1 << 30) > job.priority \
+            and min_runtime.filter_victim(state, job, "preempt", job.queue, now)
         gpus = sum(t.request.gpus for t in running)
         # Gate 2 first: a victim queue not above its share, or a job holding no GPUs, is reclaimed
         # by no one (deciding who else goes first was half of the pool's time when it was not).

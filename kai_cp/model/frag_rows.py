@@ -132,8 +132,9 @@ class _Walk:
                 self._now.set_rows(np.array([self._at[d[k]] for k in known]), fresh.rows(np.array(known)))
             new = [k for k, n in enumerate(d) if n not in self._at]
             if new:
-                more = fresh.rows(np.array(new))
-                self._now = more if self._now is None else self._now.extended(more)
+                more = (fresh, np.array(new))
+                self._now = FragIndex.stacked([more] if self._now is None else
+                                              [(self._now, np.arange(len(self._at))), more])
                 for k in new:
                     self._at[d[k]] = len(self._at)
         return self._now.rows(np.array([self._at[n] for n in nodes], dtype=np.int64))
