@@ -509,7 +509,7 @@ def test_the_victim_pool_and_candidate_selection_stop_at_the_deadline(monkeypatc
     import kai_cp.model.build as build
     from kai_cp.actions.pipeline import run_greedy
     from kai_cp.model.candidates import build_classes, select_pairs
-    from kai_cp.model.evictions import CHECK_EVERY_JOBS, build_pool, pending_keys
+    from kai_cp.model.victim_pool import CHECK_EVERY_JOBS, build_pool, pending_keys
     from kai_cp.model.frag_rows import class_rows
 
     c = Cluster().queue("q").queue("r")

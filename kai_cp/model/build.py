@@ -12,7 +12,8 @@ from kai_cp.model.base import Concern, ModelContext
 from kai_cp.model.compaction import compact
 from kai_cp.model.eviction_hint import improve_hint
 from kai_cp.model.eviction_focus import EvictionFocus
-from kai_cp.model.evictions import Evictions, VictimCost, build_pool, pending_keys
+from kai_cp.model.evictions import Evictions, VictimCost
+from kai_cp.model.victim_pool import build_pool, pending_keys
 from kai_cp.model.candidates import build_classes, greedy_class_nodes, pair_counts, select_pairs
 from kai_cp.model.gang import Gang
 from kai_cp.model.fragmentation import Fragmentation

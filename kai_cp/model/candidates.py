@@ -20,7 +20,7 @@ from kai_cp.actions.allocate import GreedyResult
 from kai_cp.mig import types_of
 from kai_cp.model.frag_rows import class_rows, walked
 from kai_cp.model.base import PodClass, greedy_placements
-from kai_cp.model.evictions import reach_for
+from kai_cp.model.victim_pool import reach_for
 from kai_cp.model.topology import allowed_nodes, grouping_level
 from kai_cp.state import ClusterState
 

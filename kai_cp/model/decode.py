@@ -7,7 +7,7 @@ import numpy as np
 
 from kai_cp.actions.allocate import should_pipeline
 from kai_cp.model.base import ModelContext
-from kai_cp.model.evictions import _legal
+from kai_cp.model.victim_pool import _legal
 from kai_cp.model.gpu_sharing import place_shared_chunk
 from kai_cp.actions.preempt import preempt_message
 from kai_cp.actions.reclaim import reclaim_message

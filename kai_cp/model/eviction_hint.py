@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from kai_cp.model.base import ModelContext
-from kai_cp.model.evictions import _legal, _preempts, _ub
+from kai_cp.model.evictions import _ub
+from kai_cp.model.victim_pool import _legal, _preempts
 
 
 def improve_hint(ctx: ModelContext) -> int:

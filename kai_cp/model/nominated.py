@@ -20,7 +20,7 @@ from ortools.sat.python import cp_model
 
 from kai_cp.actions.allocate import nominated_jobs
 from kai_cp.model.base import ModelContext
-from kai_cp.model.evictions import _legal
+from kai_cp.model.victim_pool import _legal
 
 
 class NominatedFirst:
