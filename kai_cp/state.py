@@ -180,6 +180,22 @@ def build_cluster_state(loaded: LoadedSnapshot, derive: Derive | None = None) ->
         return state
 
 
+# More of a resource than any node has (2^53 scheduler units: millicores, bytes, pods) is a
+# corrupt value, and summed over nodes it would not fit the int64 capacity arrays.
+MAX_CAPACITY = 1 << 53
+
+
+def _absurd_capacity(nodes: list[NodeInfo]) -> dict[int, tuple[str, int]]:
+    """Nodes with a capacity beyond MAX_CAPACITY: index -> (resource, value)."""
+    out: dict[int, tuple[str, int]] = {}
+    for k, n in enumerate(nodes):
+        for r, v in n.capacity.items():
+            if v > MAX_CAPACITY:
+                out[k] = (r, v)
+                break
+    return out
+
+
 def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
     snap = loaded.snapshot
     raw = snap.raw_objects
@@ -191,6 +207,13 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
     node_objs = sorted((n for n in raw.nodes if _selector_matches(n.metadata.labels or {}, cfg)),
                        key=lambda n: n.metadata.name)
     nodes = [derive.node(n, i) for i, n in enumerate(node_objs)]
+    absurd = _absurd_capacity(nodes)
+    if absurd:
+        for k, (r, v) in absurd.items():
+            warnings.append(ObjectWarning(f"Node/{nodes[k].name}", f"status.allocatable.{r}",
+                                          f"{v} scheduler units is beyond any node's ({MAX_CAPACITY}); node ignored"))
+        node_objs = [n for k, n in enumerate(node_objs) if k not in absurd]
+        nodes = [derive.node(n, i) for i, n in enumerate(node_objs)]
     node_by_name = {n.name: n for n in nodes}
 
     queue_objs = [q for q in raw.queues if _selector_matches(q.metadata.labels or {}, cfg)]

@@ -347,6 +347,19 @@ def test_pod_whose_podgroup_is_missing_is_reported():
 # ====================================================================== nodes
 
 
+@pytest.mark.parametrize("engine", ["greedy", "cp-sat"])
+def test_a_node_with_an_absurd_capacity_is_ignored_with_a_warning(engine: str):
+    """A corrupt allocatable (9.2e15 cores: beyond the int64 capacity arrays in millicores) ended
+    the build with an internal error (found by tests/test_cli.py's value fuzzing); the node is
+    left out with a warning naming the field, and the rest of the cluster is scheduled."""
+    doc = snapshot(nodes=[node("bad", cpu="9223372036854776"), node("good")],
+                   podgroups=[podgroup("a")], pods=[pod("a-0", "a")])
+    out = solve_doc(doc, engine)
+    assert bound_pods(out) == {"default/a-0": "good"}
+    [w] = warned(out, "Node/")
+    assert w["object"] == "Node/bad" and w["field"] == "status.allocatable.cpu" and "node ignored" in w["reason"]
+
+
 def _row(st, name):
     t = st.table
     i = t.index[name]

@@ -37,10 +37,10 @@ from kai_cp.state import ClusterState
 # What the build takes per chosen pair after choosing them, from below: 31 us measured on
 # topo-512-s1, 40-110 us on the other differential, example and benchmark snapshots.
 BUILD_SECONDS_PER_PAIR = 25e-6
-# The victim pool looks at every victim job (state.victims: preemptible, pods on nodes): 13-15 us
-# per victim job measured (bench_scale's 1,000 and 10,000 nodes); from below, so a pool that
-# could end in time is always started.
-POOL_SECONDS_PER_JOB = 10e-6
+# The victim pool looks at every victim job (state.victims: preemptible, pods on nodes), most as
+# arrays: 5.8 us per victim job measured at 10,000 nodes (bench_scale's), 7-8 us at 1,000; from
+# below, so a pool that could end in time is always started.
+POOL_SECONDS_PER_JOB = 4e-6
 # The candidate selection ranks each class's nodes (fragmentation rows included): 46-59 ns per
 # class and node measured at 10,000 nodes, ~100 ns at 1,000; from below, as the pool's.
 SELECT_SECONDS_PER_CLASS_NODE = 30e-9

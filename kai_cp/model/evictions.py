@@ -93,7 +93,6 @@ class Evictions:
         m = ctx.model
         state = ctx.state
         table = state.table
-        pair_nodes = set(ctx.pair_node.tolist())
         pair_job = [ctx.classes[c].job for c in ctx.pair_class.tolist()]
         by_node_queue: dict[tuple[int, str], list[int]] = {}     # (node, queue) -> pairs, in pair order
         by_queue_pairs: dict[str, list[int]] = {}
@@ -113,7 +112,8 @@ class Evictions:
         pod_terms: list[tuple[cp_model.IntVar, int]] = []     # (variable, pods it evicts per unit)
         gpu_terms: dict[str, list[tuple[cp_model.IntVar, int]]] = {}   # victim queue -> reclaimable GPU terms
         greedy_ev = ctx.greedy.session.evictions
-        unit_jobs = {u.tasks[0].job for u in pool.units if u.kind == "job"}
+        units = pool.justified(ctx.pair_node, pair_job)
+        unit_jobs = {u.tasks[0].job for u in units if u.kind == "job"}
         own_pairs: dict[str, list[int]] = {}
         for i, job in enumerate(pair_job):
             if job.name in unit_jobs:
@@ -145,9 +145,7 @@ class Evictions:
                     lits.append(z[key])
             return lits
 
-        for u in pool.units:
-            if pair_nodes.isdisjoint(u.node_tasks):      # no candidate pair on its nodes
-                continue
+        for u in units:
             lits = justification(u, u.nodes)
             if not lits:
                 continue

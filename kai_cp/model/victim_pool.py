@@ -11,6 +11,7 @@ legal victims frees on each node (the candidate selection reads it, model/candid
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Callable, Iterable
 from fractions import Fraction
 
@@ -52,19 +53,77 @@ class Unit:
         return sorted(self.node_tasks)
 
 
-@dataclass
+@dataclass(eq=False)
 class Pool:
-    units: list[Unit]
+    """The units as arrays, each Unit made when asked for: the model reads only the units on its
+    candidates' nodes (a few thousand of 30,000 at 10,000 nodes), and making every one was most
+    of the pool's time."""
     reach: dict[tuple[str, int], np.ndarray]          # (queue, priority) -> what evictions may free, per node
     reclaimers: set[str]
     loses: np.ndarray                                  # per unit, all it may lose (summed over its nodes)
+    queue_names: list[str]
+    unit_queue: np.ndarray                             # per unit: its queue, an index into queue_names
+    unit_priority: np.ndarray
+    unit_preempt: np.ndarray
+    reclaimed_by: dict[str, np.ndarray]                # reclaiming queue -> the units it may reclaim
+    member_unit: np.ndarray                            # per running pod of a unit: the unit and its node
+    member_node: np.ndarray
+    make: Callable[[int], Unit]
+    made: dict[int, Unit] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.unit_priority)
+
+    def unit(self, i: int) -> Unit:
+        u = self.made.get(i)
+        if u is None:
+            u = self.made[i] = self.make(i)
+        return u
+
+    @property
+    def units(self) -> list[Unit]:
+        return [self.unit(i) for i in range(len(self))]
+
+    def justified(self, pair_node: np.ndarray, pair_job: list[JobInfo]) -> list[Unit]:
+        """The units some candidate pair may evict (_legal): a pair on one of the unit's nodes
+        whose job preempts it or whose queue reclaims it; in unit order. The model gives only
+        these a variable: 560 of 12,834 units on candidates' nodes at 10,000 nodes."""
+        if len(pair_node) == 0 or len(self) == 0:
+            return []
+        code = {q: i for i, q in enumerate(self.queue_names)}
+        width = len(self.queue_names) + 1
+        pair_queue = np.fromiter((code.get(j.queue, -1) for j in pair_job), dtype=np.int64, count=len(pair_job))
+        pair_prio = np.fromiter((j.priority for j in pair_job), dtype=np.int64, count=len(pair_job))
+        # preempt: the highest priority among the pairs of each (node, queue)
+        keys = pair_node * width + pair_queue
+        order = np.lexsort((pair_prio, keys))
+        last = np.ones(len(order), dtype=bool)
+        last[:-1] = keys[order][1:] != keys[order][:-1]
+        top_key, top_prio = keys[order][last], pair_prio[order][last]
+        mu, mn = self.member_unit, self.member_node
+        want = mn * width + self.unit_queue[mu]
+        at = np.minimum(np.searchsorted(top_key, want), len(top_key) - 1)
+        ok = self.unit_preempt[mu] & (top_key[at] == want) & (top_prio[at] > self.unit_priority[mu])
+        for r, units in self.reclaimed_by.items():      # reclaim: a pair of a reclaiming queue there
+            nodes = pair_node[pair_queue == code.get(r, -2)]
+            if len(nodes):
+                ok |= units[mu] & np.isin(mn, nodes)
+        return [self.unit(i) for i in np.unique(mu[ok]).tolist()]
+
+    def legal(self, job: JobInfo) -> np.ndarray:
+        """_legal for every unit at once."""
+        code = self.queue_names.index(job.queue) if job.queue in self.queue_names else -1
+        mine = self.unit_preempt & (self.unit_queue == code) & (self.unit_priority < job.priority)
+        if job.queue in self.reclaimed_by:
+            mine = mine | self.reclaimed_by[job.queue]
+        return mine
 
     def freeable_under(self, state: ClusterState, job: JobInfo, ancestor: str) -> np.ndarray:
         """What the job's legal victims hold inside `ancestor`'s subtree, summed: the most its
         evictions can return under that queue's limit."""
-        mine = [u.index for u in self.units
-                if _legal(u, job) and any(q.name == ancestor for q in state.queue_path(u.queue))]
-        return self.loses[mine].sum(axis=0)
+        under = np.array([any(q.name == ancestor for q in state.queue_path(name)) for name in self.queue_names],
+                         dtype=bool)
+        return self.loses[self.legal(job) & under[self.unit_queue]].sum(axis=0)
 
 
 def _reclaim_ok_queues(state: ClusterState, greedy: GreedyResult, classes_queues: set[str]) -> set[str]:
@@ -192,46 +251,121 @@ def _allowance(q, alloc: Fraction) -> int:
     return best
 
 
-CHECK_EVERY_JOBS = 256      # build_pool's deadline checks: ~6 ms of jobs apart at 10,000 nodes
+CHECK_EVERY_JOBS = 256      # the deadline checks of the jobs decided one by one
 
 
-def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[str, int]],
-               check: Callable[[], None] | None = None) -> Pool | None:
-    """The units and, per (queue, priority) of pending work, what evicting its legal victims frees.
-    `check` is called every few hundred jobs: it raises when the cycle's time is up (every victim
-    job of the cluster is looked at, 30,000 in 0.4 s at 10,000 nodes)."""
-    actions = state.config.actions
-    if "reclaim" not in actions and "preempt" not in actions:
-        return None
-    now = greedy.now
-    table = state.table
-    queues_with_work = {q for q, _ in pending}
-    reclaimers = _reclaim_ok_queues(state, greedy, queues_with_work) if "reclaim" in actions else set()
-    top_prio: dict[str, int] = {}
-    for q, p in pending:
-        top_prio[q] = max(top_prio.get(q, p), p)
-    # The model decides the whole cycle from the snapshot: queue allocations are the snapshot's.
-    allowance = {q: _allowance(v, v.allocated["gpu"]) for q, v in state.queues.items()}
-    units: list[Unit] = []
-    pods_groups: dict[tuple, list[TaskInfo]] = {}
-    first: dict[str, frozenset] = {}            # victim queue -> reclaimers that go before it
-    next_order = NextCycleOrder(state, greedy) if reclaimers else None
-    greedy_reclaimed: dict[str, frozenset] = {}     # victim job -> queues greedy reclaimed it for
-    for e in greedy.session.evictions.values():
-        if e.action == "reclaim" and e.for_job in state.jobs:
-            greedy_reclaimed[e.task.job] = greedy_reclaimed.get(e.task.job, frozenset()) | {state.jobs[e.for_job].queue}
-    ordered: dict[tuple, frozenset] = {}       # (victim queue, reclaimers passed, victim request) -> reclaimers
-    index, placements, may_preempt = table.index, greedy.session.placements, "preempt" in actions
-    losable = _Losable(table.vector)
-    jobs, queues = state.jobs, state.queues
-    # The preemptible jobs with pods on the cycle's nodes (state.victims, in job order): the
-    # others have nothing to lose. Their pods there, per PodSet, were found at state build.
-    for i, name in enumerate(state.victims):
-        if check is not None and not i % CHECK_EVERY_JOBS:
-            check()
-        job = jobs[name]
-        if job.queue not in queues:
-            continue
+@dataclass(eq=False)
+class _VictimPods:
+    """The victim jobs (state.victims) and their pods on nodes as arrays, once per state: what the
+    pool's rules read of every victim, for all of them at once."""
+    jobs: list[JobInfo]
+    at: dict[str, int]                 # job name -> its index in jobs
+    queue_names: list[str]             # the state's queues, sorted
+    queue: np.ndarray                  # per job: index into queue_names, -1 for a queue the state lacks
+    priority: np.ndarray
+    last_start: np.ndarray             # nan: never started
+    elastic: np.ndarray                # min_runtime.is_elastic
+    single: np.ndarray                 # _single_pod
+    first_pod: np.ndarray              # per job: its first pod's index in the pod arrays
+    podset_min: np.ndarray             # per PodSet (every job's, in job order): its minimum
+    podset_job: np.ndarray
+    tasks: list[TaskInfo]              # the pods on nodes, job by job, PodSet by PodSet, in pod order
+    pod_job: np.ndarray
+    pod_podset: np.ndarray
+    pod_node: np.ndarray
+    pod_request: np.ndarray            # index into requests
+    requests: dict                     # request -> its index (equal requests share one)
+    request_vecs: np.ndarray           # per request: table.vector's row
+    request_shared: np.ndarray
+    request_centi: np.ndarray          # GPUs x 100 (whole GPUs)
+
+
+def victim_pods(state: ClusterState) -> _VictimPods:
+    cached = state.__dict__.get("_victim_pods")
+    if cached is not None:
+        return cached
+    index, jobs = state.table.index, state.jobs
+    names = sorted(state.queues)
+    victims = [jobs[name] for name in state.victims]
+    count = len(victims)
+    podsets = [ps for job in victims for ps in job.podsets.values()]
+    on = [ps.on_nodes(index) for ps in podsets]
+    tasks = [t for ts in on for t in ts]
+    per_ps = np.fromiter(map(len, on), dtype=np.int64, count=len(on))
+    ps_job = np.repeat(np.arange(count, dtype=np.int64),
+                       np.fromiter(map(len, map(attrgetter("podsets"), victims)), dtype=np.int64, count=count))
+    ps_min = np.fromiter(map(attrgetter("min_available"), podsets), dtype=np.int64, count=len(podsets))
+    ps_size = np.fromiter(map(len, map(attrgetter("tasks"), podsets)), dtype=np.int64, count=len(podsets))
+    per_job = np.bincount(ps_job, weights=per_ps, minlength=count).astype(np.int64)
+    # Requests by object first (most pods share theirs), then equal ones merged: hashing every
+    # pod's request was a third of this.
+    ids = np.fromiter(map(id, map(attrgetter("request"), tasks)), dtype=np.int64, count=len(tasks))
+    _, firsts, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    requests: dict = {}
+    merged = np.array([requests.setdefault(tasks[k].request, len(requests)) for k in firsts.tolist()],
+                      dtype=np.int64)
+    pod_request = merged[inverse.reshape(-1)] if len(tasks) else np.zeros(0, dtype=np.int64)
+    one = np.unique(pod_request, return_index=True)[1].tolist()      # per request, a pod asking for it
+    reqs = list(requests)
+    vector = state.table.vector
+    width = state.table.allocatable.shape[1]
+    out = _VictimPods(
+        jobs=victims, at=dict(zip(state.victims, range(count))), queue_names=names,
+        queue=_codes(names, list(map(attrgetter("queue"), victims))),
+        priority=np.fromiter(map(attrgetter("priority"), victims), dtype=np.int64, count=count),
+        last_start=np.fromiter((np.nan if job.last_start is None else job.last_start for job in victims),
+                               dtype=np.float64, count=count),
+        # min_runtime.is_elastic and _single_pod, from the PodSets' sizes and minimums
+        elastic=np.bincount(ps_job, weights=ps_size > ps_min, minlength=count) > 0,
+        single=(np.bincount(ps_job, weights=ps_min > 1, minlength=count) == 0)
+        & (np.bincount(ps_job, weights=ps_size, minlength=count) == 1),
+        first_pod=np.concatenate([[0], np.cumsum(per_job)[:-1]]).astype(np.int64) if count else per_job,
+        podset_min=ps_min, podset_job=ps_job, tasks=tasks,
+        pod_job=np.repeat(np.arange(count, dtype=np.int64), per_job),
+        pod_podset=np.repeat(np.arange(len(podsets), dtype=np.int64), per_ps),
+        pod_node=np.fromiter(map(index.__getitem__, map(attrgetter("node"), tasks)), dtype=np.int64, count=len(tasks)),
+        pod_request=pod_request, requests=requests,
+        request_vecs=np.array([vector(tasks[k]) for k in one], dtype=np.int64).reshape(len(reqs), width),
+        request_shared=np.fromiter((r.is_shared_gpu for r in reqs), dtype=bool, count=len(reqs)),
+        request_centi=np.fromiter((100 * r.gpus for r in reqs), dtype=np.int64, count=len(reqs)))
+    state.__dict__["_victim_pods"] = out
+    return out
+
+
+class _Rules:
+    """Which of a job's running pods the model may evict, and as what unit (spec 6.1, 6.5, 6.7,
+    3.7.2): the rules one job at a time. build_pool applies them to most jobs as arrays; the jobs
+    greedy placed pods of and those a queue may reclaim are decided here, and every job unit is
+    made here when the model asks for it (so the arrays and these rules cannot disagree on a
+    unit's pods; tests/test_victim_pool.py checks they agree on whole pools)."""
+
+    def __init__(self, state: ClusterState, greedy: GreedyResult, pending: list[tuple[str, int]]) -> None:
+        actions = state.config.actions
+        self.state, self.greedy, self.now = state, greedy, greedy.now
+        self.index, self.placements = state.table.index, greedy.session.placements
+        self.may_preempt = "preempt" in actions
+        queues_with_work = {q for q, _ in pending}
+        self.reclaimers = _reclaim_ok_queues(state, greedy, queues_with_work) if "reclaim" in actions else set()
+        self.top_prio: dict[str, int] = {}
+        for q, p in pending:
+            self.top_prio[q] = max(self.top_prio.get(q, p), p)
+        # The model decides the whole cycle from the snapshot: queue allocations are the snapshot's.
+        self.allowance = {q: _allowance(v, v.allocated["gpu"]) for q, v in state.queues.items()}
+        self.first: dict[str, frozenset] = {}       # victim queue -> reclaimers that go before it
+        self.next_order = NextCycleOrder(state, greedy) if self.reclaimers else None
+        self.greedy_reclaimed: dict[str, frozenset] = {}     # victim job -> queues greedy reclaimed it for
+        for e in greedy.session.evictions.values():
+            if e.action == "reclaim" and e.for_job in state.jobs:
+                self.greedy_reclaimed[e.task.job] = self.greedy_reclaimed.get(e.task.job, frozenset()) \
+                    | {state.jobs[e.for_job].queue}
+        self.ordered: dict[tuple, frozenset] = {}    # (victim queue, reclaimers passed, victim request) -> reclaimers
+
+    def decide(self, job: JobInfo) -> tuple | None:
+        """None (no victim), ("pods", group key, pod) for a job that leaves pod by pod, or ("job",
+        unit, its losable pods as (node, pod)); the unit's index and cost are set by the pool."""
+        state, now, index, placements = self.state, self.now, self.index, self.placements
+        if job.queue not in state.queues:
+            return None
         # A pod greedy's actions moved (evicted and re-placed elsewhere) keeps running where greedy
         # put it: the model has no moves, so it is no victim, and its gang can lose only pods above
         # its minimum, never the rest "whole".
@@ -245,41 +379,39 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
                 else:
                     running.append(t)
         if not running:
-            continue
-        pre = may_preempt and top_prio.get(job.queue, -1 << 30) > job.priority \
+            return None
+        pre = self.may_preempt and self.top_prio.get(job.queue, -1 << 30) > job.priority \
             and min_runtime.filter_victim(state, job, "preempt", job.queue, now)
         gpus = sum(t.request.gpus for t in running)
         # Gate 2 first: a victim queue not above its share, or a job holding no GPUs, is reclaimed
         # by no one (deciding who else goes first was half of the pool's time when it was not).
         recl = frozenset()
-        if reclaimers and gpus and allowance[job.queue] >= 0:
-            order_ok = first.get(job.queue)
+        if self.reclaimers and gpus and self.allowance[job.queue] >= 0:
+            order_ok = self.first.get(job.queue)
             if order_ok is None:
-                order_ok = first[job.queue] = frozenset(r for r in reclaimers
-                                                        if r != job.queue and _goes_first(state, greedy, r, job.queue))
+                order_ok = self.first[job.queue] = frozenset(
+                    r for r in self.reclaimers if r != job.queue and _goes_first(state, self.greedy, r, job.queue))
             recl, passed = min_runtime.reclaimers_passed(state, job, order_ok, now)
         if recl:
             victim_req = request_vector(running, state.gpu_memory_divisor)
             vreq = tuple(float(victim_req[x]) for x in RESOURCES)
             vkey = (job.queue, passed, vreq)
-            hit = ordered.get(vkey)
+            hit = self.ordered.get(vkey)
             if hit is None:
-                hit = ordered[vkey] = next_order.passing(recl, job.queue, vreq)
+                hit = self.ordered[vkey] = self.next_order.passing(recl, job.queue, vreq)
             # KAI's own reclaims stay possible, so greedy's decisions stay a solution (its
             # preemptor is nominated: next cycle serves it first, as for greedy's cycle)
-            recl = hit | (recl & greedy_reclaimed.get(job.name, frozenset()))
+            recl = hit | (recl & self.greedy_reclaimed.get(job.name, frozenset()))
         if not pre and not recl:
-            continue
+            return None
         if _single_pod(job):
             t = running[0]
-            key = (job.queue, job.priority, t.request, t.node, pre, recl)
-            pods_groups.setdefault(key, []).append(t)
-            continue
+            return "pods", (job.queue, job.priority, t.request, t.node, pre, recl), t
         # Minimum runtime (6.7) per route: a protected job loses only pods above its minimum.
         protected_pre = pre and min_runtime.protected(state, job, "preempt", job.queue, now)
         protected_recl = {r for r in recl if min_runtime.protected(state, job, "reclaim", r, now)}
         if pre and not protected_pre and protected_recl and not moved \
-                and not protected_recl & greedy_reclaimed.get(job.name, frozenset()):
+                and not protected_recl & self.greedy_reclaimed.get(job.name, frozenset()):
             # Preempt may take the job whole; the reclaimers it is protected from could take only
             # its surplus, which a whole unit cannot say, so they leave this unit. (Dropping the
             # unit instead made KAI's preemption of it unrepresentable: the model was infeasible.)
@@ -293,47 +425,233 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
             if n + kept > ps.min_available and n:
                 surplus[ps.name] = min(n, n + kept - ps.min_available)
         if not whole and not surplus:
-            continue
+            return None
         node_tasks: dict[int, dict[str, list[TaskInfo]]] = {}
+        losable: list[tuple[int, TaskInfo]] = []
         # Gate 2 takes a victim job's pods above each PodSet's minimum as chunks of their own
         # first and its core (the first minAvailable pods of each PodSet, in task order) last
         # (3.7.2): the core is the chunk that may cross the share.
         core = per_pod = 0
         left = {ps.name: ps.min_available for ps in job.podsets.values()}    # core pods still to count
-        u_index = len(units)
         for t in sorted(running, key=lambda t: t.order_key):
             n = index[t.node]
             node_tasks.setdefault(n, {}).setdefault(t.podset, []).append(t)
             if whole or surplus.get(t.podset):
-                losable.add(u_index, n, t)
+                losable.append((n, t))
             centi = 100 * t.request.gpus
             per_pod = max(per_pod, centi)
             if left.get(t.podset, 0) > 0:
                 left[t.podset] -= 1
                 core += centi
-        units.append(Unit(len(units), "job", job.queue, job.priority, running, node_tasks,
-                          np.zeros(0), 100 * gpus, max(core, per_pod) if whole else per_pod, pre, bool(recl), recl,
-                          whole, surplus))
-    for (queue, prio, _req, node, pre, recl), tasks in pods_groups.items():
-        # best victims first: reverse job order (newest, then name), as KAI's victim queue takes them
-        if len(tasks) > 1:
-            tasks = sorted(tasks, key=lambda t: (state.jobs[t.job].creation, t.job), reverse=True)
-        n = index[node]
-        vec = table.vector(tasks[0])
-        losable.add_alike(len(units), n, vec, len(tasks))
-        units.append(Unit(len(units), "pods", queue, prio, tasks, {n: {tasks[0].podset: tasks}}, vec,
-                          100 * tasks[0].request.gpus, 100 * tasks[0].request.gpus, pre, bool(recl), recl))
-    if not units:
+        unit = Unit(-1, "job", job.queue, job.priority, running, node_tasks, np.zeros(0), 100 * gpus,
+                    max(core, per_pod) if whole else per_pod, pre, bool(recl), recl, whole, surplus)
+        return "job", unit, losable
+
+
+def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[str, int]],
+               check: Callable[[], None] | None = None, one_by_one: bool = False) -> Pool | None:
+    """The units and, per (queue, priority) of pending work, what evicting its legal victims frees.
+
+    Every victim job of the cluster is looked at (30,000 at 10,000 nodes, where the rules one job
+    at a time took 0.4 s): as arrays (victim_pods) for the jobs that only preempt can take and
+    that greedy placed no pod of (their units' pods, protection and surplus follow from counts),
+    one by one (_Rules) for the others and with `one_by_one` for all (the arrays' reference in
+    tests). `check` is called every CHECK_EVERY_JOBS jobs decided one by one and between steps:
+    it raises when the cycle's time is up."""
+    actions = state.config.actions
+    if "reclaim" not in actions and "preempt" not in actions:
         return None
-    in_quota: dict[str, bool] = {}          # per queue (Fraction comparisons, once, not per unit)
-    for u in units:
-        inq = in_quota.get(u.queue)
-        if inq is None:
-            q = state.queues[u.queue]
-            inq = in_quota[u.queue] = q.allocated["gpu"] <= q.deserved["gpu"] or q.deserved["gpu"] == -1
-        u.cost = BASE_COST + QUOTA_COST * inq + PRIORITY_STEP * max(0, min(PRIORITY_BANDS, u.priority // 50))
-    reach, loses = _reach(state, units, pending, losable)
-    return Pool(units, reach, reclaimers, loses)
+    if check is not None:
+        check()
+    rules = _Rules(state, greedy, pending)
+    vp = victim_pods(state)
+    names = vp.queue_names
+    count = len(vp.jobs)
+    known = vp.queue >= 0
+    placed = np.zeros(count, dtype=bool)
+    for p in greedy.session.placements.values():
+        j = vp.at.get(p.task.job)
+        if j is not None:
+            placed[j] = True
+    shared = vp.request_shared[vp.pod_request]
+    running = ~shared
+    holds_gpus = np.bincount(vp.pod_job[running], weights=vp.request_centi[vp.pod_request[running]],
+                             minlength=count) > 0
+    allowed = np.array([rules.allowance[q] >= 0 for q in names] + [False], dtype=bool)
+    reclaimable = holds_gpus & allowed[vp.queue] if rules.reclaimers else np.zeros(count, dtype=bool)
+    alone = known & (placed | reclaimable) if not one_by_one else known
+    # The arrays' jobs: preempt only (_Rules.decide with no reclaimers and nothing greedy placed).
+    now = greedy.now
+    if state.config.min_runtime_enabled:
+        runtime = np.array([min_runtime.min_runtime_seconds(state, "preempt", q, q) for q in names] + [0.0])
+        with np.errstate(invalid="ignore"):
+            protected = ~np.isnan(vp.last_start) & (now < vp.last_start + runtime[vp.queue])
+    else:
+        protected = np.zeros(count, dtype=bool)
+    top = np.array([rules.top_prio.get(q, -1 << 30) for q in names] + [-1 << 30], dtype=np.int64)
+    pre = rules.may_preempt & (top[vp.queue] > vp.priority) & (vp.elastic | ~protected)
+    runs = np.bincount(vp.pod_job[running], minlength=count) > 0
+    by_arrays = known & ~alone & pre & runs
+    ps_running = np.bincount(vp.pod_podset[running], minlength=len(vp.podset_min))
+    ps_surplus = np.where((ps_running > vp.podset_min) & (ps_running > 0), ps_running - vp.podset_min, 0)
+    has_surplus = np.bincount(vp.podset_job, weights=ps_surplus > 0, minlength=count) > 0
+    array_jobs = by_arrays & ~vp.single & (~protected | has_surplus)
+    array_pods = by_arrays & vp.single
+
+    # The jobs decided one by one, in job order.
+    job_units: dict[int, tuple[Unit, list]] = {}           # victim index -> (unit, losable pods)
+    pod_members: list[tuple[int, tuple, TaskInfo]] = []    # (victim index, group key, pod)
+    for i, j in enumerate(np.flatnonzero(alone).tolist()):
+        if check is not None and not i % CHECK_EVERY_JOBS:
+            check()
+        out = rules.decide(vp.jobs[j])
+        if out is None:
+            continue
+        if out[0] == "job":
+            job_units[j] = (out[1], out[2])
+        else:
+            pod_members.append((j, out[1], out[2]))
+    if check is not None:
+        check()
+
+    # Job units first, in job order; then pods units in the order their first pod comes.
+    is_job = array_jobs.copy()
+    is_job[list(job_units)] = True
+    job_at = np.cumsum(is_job) - 1                          # victim index -> unit index
+    n_jobs = int(is_job.sum())
+    recl_code: dict[frozenset, int] = {frozenset(): 0}
+    single_j = np.flatnonzero(array_pods)
+    single_pod = vp.first_pod[single_j]                     # the one pod (on a node, not shared)
+    keys = [np.stack([vp.queue[single_j], vp.priority[single_j], vp.pod_request[single_pod],
+                      vp.pod_node[single_pod], np.ones(len(single_j), dtype=np.int64),
+                      np.zeros(len(single_j), dtype=np.int64)], axis=1)]
+    member_j = [single_j]
+    member_task: list[TaskInfo] = [vp.tasks[k] for k in single_pod.tolist()]
+    if pod_members:
+        keys.append(np.array([(vp.queue[j], prio, vp.requests[req], state.table.index[node], int(pre_),
+                               recl_code.setdefault(recl, len(recl_code)))
+                              for j, (_, prio, req, node, pre_, recl), _ in pod_members], dtype=np.int64))
+        member_j.append(np.array([m[0] for m in pod_members], dtype=np.int64))
+        member_task += [m[2] for m in pod_members]
+    key = np.concatenate(keys)
+    mj = np.concatenate(member_j)
+    order = np.argsort(mj, kind="stable")                 # job order
+    key, mj = key[order], mj[order]
+    member_task = [member_task[k] for k in order.tolist()]
+    group, heads = _groups(key)
+    n_units = n_jobs + len(heads)
+    if n_units == 0:
+        return None
+    recl_of = {c: r for r, c in recl_code.items()}
+
+    # Per unit: queue, priority, preempt, reclaimers; and its pods as (unit, node, request row) rows.
+    unit_queue = np.empty(n_units, dtype=np.int64)
+    unit_prio = np.empty(n_units, dtype=np.int64)
+    unit_pre = np.empty(n_units, dtype=bool)
+    jobs_at = np.flatnonzero(is_job)
+    unit_queue[:n_jobs], unit_prio[:n_jobs] = vp.queue[jobs_at], vp.priority[jobs_at]
+    unit_pre[:n_jobs] = True                                # the arrays' jobs; one-by-one ones below
+    unit_queue[n_jobs:], unit_prio[n_jobs:] = key[heads, 0], key[heads, 1]
+    unit_pre[n_jobs:] = key[heads, 4] == 1
+    unit_recl: dict[int, frozenset] = {}
+    for g in np.flatnonzero(key[heads, 5]).tolist():
+        unit_recl[n_jobs + g] = recl_of[int(key[heads[g], 5])]
+    vecs_of = vp.request_vecs
+    in_arrays = array_jobs[vp.pod_job] & running
+    lose = in_arrays & (~protected[vp.pod_job] | (ps_surplus[vp.pod_podset] > 0))
+    row_unit = [job_at[vp.pod_job[lose]], n_jobs + group]
+    row_node = [vp.pod_node[lose], key[:, 3]]
+    row_vec = [vecs_of[vp.pod_request[lose]], vecs_of[key[:, 2]]]
+    member_unit = [job_at[vp.pod_job[in_arrays]], n_jobs + group]
+    member_node = [vp.pod_node[in_arrays], key[:, 3]]
+    vector = state.table.vector
+    for j, (u, losable) in job_units.items():
+        k = int(job_at[j])
+        unit_pre[k] = u.preempt
+        if u.reclaimers:
+            unit_recl[k] = u.reclaimers
+        if losable:
+            row_unit.append(np.full(len(losable), k, dtype=np.int64))
+            row_node.append(np.array([n for n, _ in losable], dtype=np.int64))
+            row_vec.append(np.array([vector(t) for _, t in losable], dtype=np.int64))
+        nodes = [n for n, by_ps in u.node_tasks.items() for ts in by_ps.values() for _ in ts]
+        member_unit.append(np.full(len(nodes), k, dtype=np.int64))
+        member_node.append(np.array(nodes, dtype=np.int64))
+    width = state.table.allocatable.shape[1]
+    rows = (np.concatenate(row_unit), np.concatenate(row_node), np.concatenate(row_vec).reshape(-1, width))
+    reclaimed_by: dict[str, np.ndarray] = {}
+    for k, recl in unit_recl.items():
+        for r in recl:
+            mask = reclaimed_by.get(r)
+            if mask is None:
+                mask = reclaimed_by[r] = np.zeros(n_units, dtype=bool)
+            mask[k] = True
+    in_quota = np.array([_in_quota(state.queues[q]) for q in names], dtype=bool)
+    cost = BASE_COST + QUOTA_COST * in_quota[unit_queue] \
+        + PRIORITY_STEP * np.clip(unit_prio // 50, 0, PRIORITY_BANDS)
+    reach, loses = _reach(state, names, unit_queue, unit_prio, unit_pre, reclaimed_by, pending, rows)
+    made_jobs = {int(job_at[j]): u for j, (u, _) in job_units.items()}
+    members_at = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=len(heads)))])
+    by_group = np.argsort(group, kind="stable")               # members grouped, in job order
+    cost_list = cost.tolist()
+
+    def make(k: int) -> Unit:
+        if k < n_jobs:
+            u = made_jobs.get(k)
+            if u is None:                                   # an arrays' job: the rules make its unit
+                out = rules.decide(vp.jobs[int(jobs_at[k])])
+                assert out is not None and out[0] == "job", "the pool's arrays and rules disagree"
+                u = out[1]
+            u.index = k
+        else:
+            g = k - n_jobs
+            tasks = [member_task[m] for m in by_group[members_at[g]:members_at[g + 1]].tolist()]
+            # best victims first: reverse job order (newest, then name), as KAI's victim queue takes them
+            if len(tasks) > 1:
+                tasks = sorted(tasks, key=lambda t: (state.jobs[t.job].creation, t.job), reverse=True)
+            n = state.table.index[tasks[0].node]
+            centi = 100 * tasks[0].request.gpus
+            recl = unit_recl.get(k, frozenset())
+            u = Unit(k, "pods", names[unit_queue[k]], int(unit_prio[k]), tasks, {n: {tasks[0].podset: tasks}},
+                     vector(tasks[0]), centi, centi, bool(unit_pre[k]), bool(recl), recl)
+        u.cost = cost_list[k]
+        return u
+
+    return Pool(reach, rules.reclaimers, loses, names, unit_queue, unit_prio, unit_pre, reclaimed_by,
+                np.concatenate(member_unit), np.concatenate(member_node), make)
+
+
+def _codes(names: list[str], values: list[str]) -> np.ndarray:
+    """Each value's index in the sorted `names`, -1 where it is not one of them."""
+    if not values or not names:
+        return np.full(len(values), -1, dtype=np.int64)
+    sorted_names = np.array(names)
+    arr = np.array(values)
+    at = np.minimum(np.searchsorted(sorted_names, arr), len(names) - 1)
+    return np.where(sorted_names[at] == arr, at, -1).astype(np.int64)
+
+
+def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The group of each row of `key` (equal rows, one group), groups numbered in the order their
+    first row comes, and each group's first row."""
+    if not len(key):
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    order = np.lexsort(key.T[::-1])           # rows sorted, equal ones in row order
+    ordered = key[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    sorted_group = np.cumsum(new) - 1
+    heads = order[new]                         # each group's first row (lexsort is stable)
+    rank = np.empty(len(heads), dtype=np.int64)
+    rank[np.argsort(heads, kind="stable")] = np.arange(len(heads))
+    group = np.empty(len(order), dtype=np.int64)
+    group[order] = rank[sorted_group]
+    return group, np.sort(heads)
+
+
+def _in_quota(q) -> bool:
+    return q.allocated["gpu"] <= q.deserved["gpu"] or q.deserved["gpu"] == -1
 
 
 def _single_pod(job: JobInfo) -> bool:
@@ -346,77 +664,42 @@ def _single_pod(job: JobInfo) -> bool:
     return pods == 1
 
 
-class _Losable:
-    """The pods the pool's units can lose, as (unit, node, request) rows, recorded while the
-    units are made (a second pass over every unit's pods was a third of the pool's time at
-    10,000 nodes). Only what a unit can lose: a job not taken whole loses surplus pods only.
-    (Its other pods counted let a candidate's bound on a node assume capacity no variable
-    frees, and a node with one candidate has no capacity row: the model pipelined a pod onto a
-    full node; found by the generated invariant test.)"""
-
-    def __init__(self, vector: Callable[[TaskInfo], np.ndarray]) -> None:
-        self.vector = vector
-        self.unit: list[int] = []
-        self.node: list[int] = []
-        self.vecs: list[np.ndarray] = []
-
-    def add(self, unit: int, node: int, task: TaskInfo) -> None:
-        self.unit.append(unit)
-        self.node.append(node)
-        self.vecs.append(self.vector(task))
-
-    def add_alike(self, unit: int, node: int, vec: np.ndarray, count: int) -> None:
-        self.unit += [unit] * count
-        self.node += [node] * count
-        self.vecs += [vec] * count
-
-
-def _reach(state: ClusterState, units: list[Unit], pending: list[tuple[str, int]], losable: _Losable
-           ) -> tuple[dict[tuple[str, int], np.ndarray], np.ndarray]:
+def _reach(state: ClusterState, names: list[str], unit_queue: np.ndarray, unit_prio: np.ndarray,
+           unit_preempt: np.ndarray, reclaimed_by: dict[str, np.ndarray], pending: list[tuple[str, int]],
+           rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[dict[tuple[str, int], np.ndarray], np.ndarray]:
     """Per (queue, priority) of pending work, what evicting the units it may evict frees on each
-    node (_legal's rule), and what each unit may lose in all. One row per (unit, node) and a mask
-    of legal units per key, summed with numpy: the loop over every key and unit was a third of
-    the pool's time at 1,000 nodes. Integer sums, so the order of the additions does not matter."""
+    node (_legal's rule), and what each unit may lose in all, from the units' losable pods as
+    (unit, node, request row) rows. Integer sums, so the order of the additions does not matter."""
     table = state.table
-    width = table.allocatable.shape[1]
-    task_unit = np.array(losable.unit, dtype=np.int64)
-    task_node = np.array(losable.node, dtype=np.int64)
-    stacked = np.array(losable.vecs, dtype=table.allocatable.dtype).reshape(-1, width)
-    # rows: a unit's pods on one node (each unit's pods are recorded node by node, but a job's
-    # nodes are not in order: rows are found by sorting on (unit, node), stably)
-    order = np.lexsort((task_node, task_unit))
-    key_unit, key_node = task_unit[order], task_node[order]
+    task_unit, task_node, stacked = rows
+    # one row per (unit, node), the rows in node order: a key's rows are then runs of nodes
+    key = task_node * max(1, len(unit_prio)) + task_unit
+    order = np.argsort(key, kind="stable")
+    key = key[order]
     first = np.ones(len(order), dtype=bool)
-    first[1:] = (key_unit[1:] != key_unit[:-1]) | (key_node[1:] != key_node[:-1])
+    first[1:] = key[1:] != key[:-1]
     starts = np.flatnonzero(first)
     vecs = np.add.reduceat(stacked[order], starts, axis=0) if len(order) else stacked
-    row_unit_arr = key_unit[starts]
-    row_node_arr = key_node[starts]
-    names = sorted({u.queue for u in units})
+    row_unit_arr = task_unit[order][starts]
+    row_node_arr = task_node[order][starts]
     code = {q: i for i, q in enumerate(names)}
-    unit_queue = np.array([code[u.queue] for u in units], dtype=np.int64)
-    unit_prio = np.array([u.priority for u in units], dtype=np.int64)
-    unit_preempt = np.array([u.preempt for u in units], dtype=bool)
-    reclaimed_by: dict[str, np.ndarray] = {}          # reclaiming queue -> units it may reclaim
-    for u in units:
-        for r in u.reclaimers:
-            mask = reclaimed_by.get(r)
-            if mask is None:
-                mask = reclaimed_by[r] = np.zeros(len(units), dtype=bool)
-            mask[u.index] = True
     reach: dict[tuple[str, int], np.ndarray] = {}
     for q, p in set(pending):
         legal = unit_preempt & (unit_queue == code.get(q, -1)) & (unit_prio < p)
         if q in reclaimed_by:
             legal |= reclaimed_by[q]
-        rows = legal[row_unit_arr]
-        if not rows.any():
+        pick = np.flatnonzero(legal[row_unit_arr])
+        if not len(pick):
             continue
+        nodes = row_node_arr[pick]
+        head = np.ones(len(pick), dtype=bool)
+        head[1:] = nodes[1:] != nodes[:-1]
+        at = np.flatnonzero(head)
         arr = np.zeros_like(table.allocatable)
-        np.add.at(arr, row_node_arr[rows], vecs[rows])
+        arr[nodes[at]] = np.add.reduceat(vecs[pick], at, axis=0)
         if arr.any():
             reach[(q, p)] = arr
-    loses = np.zeros((len(units), width), dtype=table.allocatable.dtype)
+    loses = np.zeros((len(unit_prio), table.allocatable.shape[1]), dtype=table.allocatable.dtype)
     np.add.at(loses, row_unit_arr, vecs)
     return reach, loses
 

@@ -1,0 +1,109 @@
+"""The victim pool's arrays against its rules one job at a time (kai_cp/model/victim_pool.py).
+
+Why: at 10,000 nodes the pool decides most of its 30,000 victim jobs as arrays (counts of running
+pods, protection, surplus), and only the jobs greedy placed pods of or a queue may reclaim by
+_Rules.decide; the model then gives a variable only to the units a candidate pair may evict
+(Pool.justified). Both are second statements of rules written once in _Rules.decide and _legal,
+so on generated clusters the pool built as arrays must equal the pool built one job at a time,
+unit for unit, and justified() must pick exactly the units _legal allows some pair on their nodes.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from clustergen import clusters, contended_clusters
+from kai_cp.actions.pipeline import run_greedy
+from kai_cp.loader import load_snapshot_dict
+from kai_cp.model.candidates import build_classes
+from kai_cp.model.victim_pool import Pool, Unit, _legal, _Rules, build_pool, pending_keys
+from kai_cp.state import build_cluster_state
+from test_cycle import Cluster
+
+
+def _fields(u: Unit) -> tuple:
+    return (u.index, u.kind, u.queue, u.priority, [t.key for t in u.tasks],
+            {n: {ps: [t.key for t in ts] for ps, ts in by_ps.items()} for n, by_ps in u.node_tasks.items()},
+            u.vec.tolist(), u.centi, u.chunk, u.preempt, u.reclaim, u.reclaimers, u.whole, u.surplus, u.cost)
+
+
+def _assert_same(a: Pool | None, b: Pool | None) -> None:
+    assert (a is None) == (b is None)
+    if a is None or b is None:
+        return
+    assert [_fields(u) for u in a.units] == [_fields(u) for u in b.units]
+    assert sorted(a.reach) == sorted(b.reach)
+    for key, arr in a.reach.items():
+        assert np.array_equal(arr, b.reach[key]), key
+    assert np.array_equal(a.loses, b.loses) and a.reclaimers == b.reclaimers
+    assert sorted(zip(a.member_unit.tolist(), a.member_node.tolist())) \
+        == sorted(zip(b.member_unit.tolist(), b.member_node.tolist()))
+
+
+def _pools(doc: dict[str, Any]):
+    state = build_cluster_state(load_snapshot_dict(doc))
+    greedy = run_greedy(state, 0.0, bounded=True)
+    classes = build_classes(state, greedy)
+    keys = pending_keys(classes)
+    return state, classes, build_pool(state, greedy, keys), build_pool(state, greedy, keys, one_by_one=True)
+
+
+def _check_justified(state, classes, pool: Pool, seed: int) -> None:
+    """justified() against _legal over every unit, for random candidate pairs."""
+    if not classes or not len(pool):
+        return
+    rng = random.Random(seed)
+    pairs = [(rng.randrange(len(state.nodes)), rng.choice(classes).job) for _ in range(rng.randint(1, 12))]
+    node = np.array([n for n, _ in pairs], dtype=np.int64)
+    want = [u.index for u in pool.units if any(_legal(u, job) for n, job in pairs if n in u.node_tasks)]
+    assert [u.index for u in pool.justified(node, [job for _, job in pairs])] == want
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=contended_clusters(), seed=st.integers(0, 1 << 16))
+def test_the_pools_arrays_agree_with_its_rules_on_contended_clusters(doc: dict[str, Any], seed: int) -> None:
+    state, classes, arrays, one_by_one = _pools(doc)
+    _assert_same(arrays, one_by_one)
+    if arrays is not None:
+        _check_justified(state, classes, arrays, seed)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=clusters(), seed=st.integers(0, 1 << 16))
+def test_the_pools_arrays_agree_with_its_rules_with_shared_gpus(doc: dict[str, Any], seed: int) -> None:
+    state, classes, arrays, one_by_one = _pools(doc)
+    _assert_same(arrays, one_by_one)
+    if arrays is not None:
+        _check_justified(state, classes, arrays, seed)
+
+
+def test_preempt_only_victims_are_decided_as_arrays(monkeypatch) -> None:
+    """The arrays do decide: a pool of preempt-only victims calls the one-job rules for none of
+    them while it is built, and only for the job units the model asks for."""
+    c = Cluster().queue("q")
+    for i in range(4):
+        c.node(f"n{i}", gpus=8)
+    for i in range(16):
+        c.job(f"one{i}", "q", gpus=1, running_on=[f"n{i % 4}"])
+    for i in range(4):
+        c.job(f"gang{i}", "q", pods=2, gpus=2, running_on=[f"n{i}", f"n{(i + 1) % 4}"])
+    c.job("urgent", "q", pods=2, gpus=8, priority_class="inference")
+    state = build_cluster_state(load_snapshot_dict(c.doc()))
+    greedy = run_greedy(state, 0.0, evictions=False)
+    calls: list[str] = []
+    real = _Rules.decide
+
+    def counted(self, job):
+        calls.append(job.name)
+        return real(self, job)
+    monkeypatch.setattr(_Rules, "decide", counted)
+    keys = pending_keys(build_classes(state, greedy))
+    pool = build_pool(state, greedy, keys)
+    assert pool is not None and calls == []
+    assert sorted(u.kind for u in pool.units) == ["job"] * 4 + ["pods"] * 4     # one pods unit per node
+    assert sorted(calls) == [f"gang{i}" for i in range(4)]
+    _assert_same(pool, build_pool(state, greedy, keys, one_by_one=True))
