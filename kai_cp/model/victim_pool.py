@@ -11,7 +11,6 @@ legal victims frees on each node (the candidate selection reads it, model/candid
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Callable, Iterable
 from fractions import Fraction
 
@@ -24,6 +23,7 @@ from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
 from kai_cp.ordering import queue_rank, queue_tree, rank_less, request_vector, tasks_to_allocate
 from kai_cp.queues import RESOURCES
 from kai_cp.state import ClusterState
+from kai_cp.victim_pods import bounded, victim_pods
 
 # Per pod evicted: fewest first, then cheapest (< 2 x base). In utilisation's level, so a pod
 # evicted outweighs any one pod placed (100 + GPUs x 100, model/utilisation.py).
@@ -113,7 +113,7 @@ class Pool:
     def legal(self, job: JobInfo) -> np.ndarray:
         """_legal for every unit at once."""
         code = self.queue_names.index(job.queue) if job.queue in self.queue_names else -1
-        mine = self.unit_preempt & (self.unit_queue == code) & (self.unit_priority < job.priority)
+        mine = self.unit_preempt & (self.unit_queue == code) & (self.unit_priority < bounded(job.priority))
         if job.queue in self.reclaimed_by:
             mine = mine | self.reclaimed_by[job.queue]
         return mine
@@ -252,84 +252,6 @@ def _allowance(q, alloc: Fraction) -> int:
 
 
 CHECK_EVERY_JOBS = 256      # the deadline checks of the jobs decided one by one
-
-
-@dataclass(eq=False)
-class _VictimPods:
-    """The victim jobs (state.victims) and their pods on nodes as arrays, once per state: what the
-    pool's rules read of every victim, for all of them at once."""
-    jobs: list[JobInfo]
-    at: dict[str, int]                 # job name -> its index in jobs
-    queue_names: list[str]             # the state's queues, sorted
-    queue: np.ndarray                  # per job: index into queue_names, -1 for a queue the state lacks
-    priority: np.ndarray
-    last_start: np.ndarray             # nan: never started
-    elastic: np.ndarray                # min_runtime.is_elastic
-    single: np.ndarray                 # _single_pod
-    first_pod: np.ndarray              # per job: its first pod's index in the pod arrays
-    podset_min: np.ndarray             # per PodSet (every job's, in job order): its minimum
-    podset_job: np.ndarray
-    tasks: list[TaskInfo]              # the pods on nodes, job by job, PodSet by PodSet, in pod order
-    pod_job: np.ndarray
-    pod_podset: np.ndarray
-    pod_node: np.ndarray
-    pod_request: np.ndarray            # index into requests
-    requests: dict                     # request -> its index (equal requests share one)
-    request_vecs: np.ndarray           # per request: table.vector's row
-    request_shared: np.ndarray
-    request_centi: np.ndarray          # GPUs x 100 (whole GPUs)
-
-
-def victim_pods(state: ClusterState) -> _VictimPods:
-    cached = state.__dict__.get("_victim_pods")
-    if cached is not None:
-        return cached
-    index, jobs = state.table.index, state.jobs
-    names = sorted(state.queues)
-    victims = [jobs[name] for name in state.victims]
-    count = len(victims)
-    podsets = [ps for job in victims for ps in job.podsets.values()]
-    on = [ps.on_nodes(index) for ps in podsets]
-    tasks = [t for ts in on for t in ts]
-    per_ps = np.fromiter(map(len, on), dtype=np.int64, count=len(on))
-    ps_job = np.repeat(np.arange(count, dtype=np.int64),
-                       np.fromiter(map(len, map(attrgetter("podsets"), victims)), dtype=np.int64, count=count))
-    ps_min = np.fromiter(map(attrgetter("min_available"), podsets), dtype=np.int64, count=len(podsets))
-    ps_size = np.fromiter(map(len, map(attrgetter("tasks"), podsets)), dtype=np.int64, count=len(podsets))
-    per_job = np.bincount(ps_job, weights=per_ps, minlength=count).astype(np.int64)
-    # Requests by object first (most pods share theirs), then equal ones merged: hashing every
-    # pod's request was a third of this.
-    ids = np.fromiter(map(id, map(attrgetter("request"), tasks)), dtype=np.int64, count=len(tasks))
-    _, firsts, inverse = np.unique(ids, return_index=True, return_inverse=True)
-    requests: dict = {}
-    merged = np.array([requests.setdefault(tasks[k].request, len(requests)) for k in firsts.tolist()],
-                      dtype=np.int64)
-    pod_request = merged[inverse.reshape(-1)] if len(tasks) else np.zeros(0, dtype=np.int64)
-    one = np.unique(pod_request, return_index=True)[1].tolist()      # per request, a pod asking for it
-    reqs = list(requests)
-    vector = state.table.vector
-    width = state.table.allocatable.shape[1]
-    out = _VictimPods(
-        jobs=victims, at=dict(zip(state.victims, range(count))), queue_names=names,
-        queue=_codes(names, list(map(attrgetter("queue"), victims))),
-        priority=np.fromiter(map(attrgetter("priority"), victims), dtype=np.int64, count=count),
-        last_start=np.fromiter((np.nan if job.last_start is None else job.last_start for job in victims),
-                               dtype=np.float64, count=count),
-        # min_runtime.is_elastic and _single_pod, from the PodSets' sizes and minimums
-        elastic=np.bincount(ps_job, weights=ps_size > ps_min, minlength=count) > 0,
-        single=(np.bincount(ps_job, weights=ps_min > 1, minlength=count) == 0)
-        & (np.bincount(ps_job, weights=ps_size, minlength=count) == 1),
-        first_pod=np.concatenate([[0], np.cumsum(per_job)[:-1]]).astype(np.int64) if count else per_job,
-        podset_min=ps_min, podset_job=ps_job, tasks=tasks,
-        pod_job=np.repeat(np.arange(count, dtype=np.int64), per_job),
-        pod_podset=np.repeat(np.arange(len(podsets), dtype=np.int64), per_ps),
-        pod_node=np.fromiter(map(index.__getitem__, map(attrgetter("node"), tasks)), dtype=np.int64, count=len(tasks)),
-        pod_request=pod_request, requests=requests,
-        request_vecs=np.array([vector(tasks[k]) for k in one], dtype=np.int64).reshape(len(reqs), width),
-        request_shared=np.fromiter((r.is_shared_gpu for r in reqs), dtype=bool, count=len(reqs)),
-        request_centi=np.fromiter((100 * r.gpus for r in reqs), dtype=np.int64, count=len(reqs)))
-    state.__dict__["_victim_pods"] = out
-    return out
 
 
 class _Rules:
@@ -488,7 +410,7 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
             protected = ~np.isnan(vp.last_start) & (now < vp.last_start + runtime[vp.queue])
     else:
         protected = np.zeros(count, dtype=bool)
-    top = np.array([rules.top_prio.get(q, -1 << 30) for q in names] + [-1 << 30], dtype=np.int64)
+    top = np.array([bounded(rules.top_prio.get(q, -1 << 30)) for q in names] + [-1 << 30], dtype=np.int64)
     pre = rules.may_preempt & (top[vp.queue] > vp.priority) & (vp.elastic | ~protected)
     runs = np.bincount(vp.pod_job[running], minlength=count) > 0
     by_arrays = known & ~alone & pre & runs
@@ -528,9 +450,9 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     member_j = [single_j]
     member_task: list[TaskInfo] = [vp.tasks[k] for k in single_pod.tolist()]
     if pod_members:
-        keys.append(np.array([(vp.queue[j], prio, vp.requests[req], state.table.index[node], int(pre_),
+        keys.append(np.array([(vp.queue[j], vp.priority[j], vp.requests[req], state.table.index[node], int(pre_),
                                recl_code.setdefault(recl, len(recl_code)))
-                              for j, (_, prio, req, node, pre_, recl), _ in pod_members], dtype=np.int64))
+                              for j, (_, _, req, node, pre_, recl), _ in pod_members], dtype=np.int64))
         member_j.append(np.array([m[0] for m in pod_members], dtype=np.int64))
         member_task += [m[2] for m in pod_members]
     key = np.concatenate(keys)
@@ -612,23 +534,13 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
             n = state.table.index[tasks[0].node]
             centi = 100 * tasks[0].request.gpus
             recl = unit_recl.get(k, frozenset())
-            u = Unit(k, "pods", names[unit_queue[k]], int(unit_prio[k]), tasks, {n: {tasks[0].podset: tasks}},
+            u = Unit(k, "pods", names[unit_queue[k]], state.jobs[tasks[0].job].priority, tasks, {n: {tasks[0].podset: tasks}},
                      vector(tasks[0]), centi, centi, bool(unit_pre[k]), bool(recl), recl)
         u.cost = cost_list[k]
         return u
 
     return Pool(reach, rules.reclaimers, loses, names, unit_queue, unit_prio, unit_pre, reclaimed_by,
                 np.concatenate(member_unit), np.concatenate(member_node), make)
-
-
-def _codes(names: list[str], values: list[str]) -> np.ndarray:
-    """Each value's index in the sorted `names`, -1 where it is not one of them."""
-    if not values or not names:
-        return np.full(len(values), -1, dtype=np.int64)
-    sorted_names = np.array(names)
-    arr = np.array(values)
-    at = np.minimum(np.searchsorted(sorted_names, arr), len(names) - 1)
-    return np.where(sorted_names[at] == arr, at, -1).astype(np.int64)
 
 
 def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -685,7 +597,7 @@ def _reach(state: ClusterState, names: list[str], unit_queue: np.ndarray, unit_p
     code = {q: i for i, q in enumerate(names)}
     reach: dict[tuple[str, int], np.ndarray] = {}
     for q, p in set(pending):
-        legal = unit_preempt & (unit_queue == code.get(q, -1)) & (unit_prio < p)
+        legal = unit_preempt & (unit_queue == code.get(q, -1)) & (unit_prio < bounded(p))
         if q in reclaimed_by:
             legal |= reclaimed_by[q]
         pick = np.flatnonzero(legal[row_unit_arr])
