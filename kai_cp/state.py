@@ -29,7 +29,6 @@ from kai_cp.records import (GPU_GROUP_LABEL, LAST_START_ANNOTATION, POD_GROUP_AN
 from kai_cp.resources import DEFAULT_GPU_MEMORY_DIVISOR, NEGATIVE_REQUEST, mig_gpus
 from kai_cp.pod_affinity import ExistingPod, PodAffinityIndex, anti_terms
 from kai_cp.topology import TopologyTree, add_constraint, affinity_constraint, build_trees, job_scopes, plain_scopes
-from kai_cp.victim_pods import victim_pods
 
 DEFAULT_JOB_PRIORITY = 50
 
@@ -371,13 +370,11 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
         total, cfg.k_value)
     for name, share in fair.items():
         queues[name].fair_share = dict(share)
-    state = ClusterState(config=cfg, nodes=nodes, table=table, predicates=PredicateCache(nodes, pod_index), queues=queues,
+    return ClusterState(config=cfg, nodes=nodes, table=table, predicates=PredicateCache(nodes, pod_index), queues=queues,
                         jobs=jobs, tasks=tasks, total=total, warnings=warnings, orphan_groups=orphan_groups,
                         snapshot=snap, legacy_mig_nodes=legacy_nodes, workload=workload, topologies=trees,
                         gpu_memory_divisor=divisor, stale_watch=stale_watch, waiting_jobs=waiting_jobs,
                         victims=victims, victim_jobs=victim_jobs)
-    victim_pods(state)          # the victims' pods as arrays, for every cycle's victim pool
-    return state
 
 
 def gpu_memory_divisor(nodes: list[NodeInfo]) -> int:

@@ -2,8 +2,9 @@
 
 The victim pool (kai_cp/model/victim_pool.py) looks at every victim job of the cluster each cycle
 (30,000 jobs and 78,000 pods at 10,000 nodes); what it reads of them (queue, priority, last start,
-PodSet sizes and minimums, each pod's node and request) is the snapshot's, so it is gathered here
-with the state instead of by each cycle.
+PodSet sizes and minimums, each pod's node and request) is the snapshot's, so it is gathered once
+per state, by the first pool that asks: made with the state, it cost every greedy-only run
+0.16 s at 10,000 nodes for arrays only the model reads.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class VictimPods:
 
 
 def victim_pods(state: ClusterState) -> VictimPods:
-    """Made with the state (kai_cp/state.py) and kept on it."""
+    """Made when first asked for and kept on the state."""
     cached = state.__dict__.get("_victim_pods")
     if cached is not None:
         return cached
