@@ -41,7 +41,8 @@ class VictimPods:
     last_start: np.ndarray             # nan: never started
     elastic: np.ndarray                # some PodSet has more pods than its minimum (min_runtime.is_elastic)
     single: np.ndarray                 # one pod, minimums at most 1 (victim_pool._single_pod)
-    first_pod: np.ndarray              # per job: its first pod's index in the pod arrays
+    first_pod: np.ndarray              # per job: its first pod's index in the pod arrays (and the end)
+    first_podset: np.ndarray           # per job: its first PodSet's index (and the end)
     podset_min: np.ndarray             # per PodSet (every job's, in job order): its minimum
     podset_job: np.ndarray
     tasks: list[TaskInfo]              # the pods on nodes, job by job, PodSet by PodSet, in pod order
@@ -68,8 +69,8 @@ def victim_pods(state: ClusterState) -> VictimPods:
     on = [ps.on_nodes(index) for ps in podsets]
     tasks = [t for ts in on for t in ts]
     per_ps = np.fromiter(map(len, on), dtype=np.int64, count=len(on))
-    ps_job = np.repeat(np.arange(count, dtype=np.int64),
-                       np.fromiter(map(len, map(attrgetter("podsets"), victims)), dtype=np.int64, count=count))
+    podsets_of = np.fromiter(map(len, map(attrgetter("podsets"), victims)), dtype=np.int64, count=count)
+    ps_job = np.repeat(np.arange(count, dtype=np.int64), podsets_of)
     ps_min = np.fromiter(map(attrgetter("min_available"), podsets), dtype=np.int64, count=len(podsets))
     ps_size = np.fromiter(map(len, map(attrgetter("tasks"), podsets)), dtype=np.int64, count=len(podsets))
     per_job = np.bincount(ps_job, weights=per_ps, minlength=count).astype(np.int64)
@@ -95,7 +96,8 @@ def victim_pods(state: ClusterState) -> VictimPods:
         elastic=np.bincount(ps_job, weights=ps_size > ps_min, minlength=count) > 0,
         single=(np.bincount(ps_job, weights=ps_min > 1, minlength=count) == 0)
         & (np.bincount(ps_job, weights=ps_size, minlength=count) == 1),
-        first_pod=np.concatenate([[0], np.cumsum(per_job)[:-1]]).astype(np.int64) if count else per_job,
+        first_pod=np.concatenate([[0], np.cumsum(per_job)]).astype(np.int64),
+        first_podset=np.concatenate([[0], np.cumsum(podsets_of)]).astype(np.int64),
         podset_min=ps_min, podset_job=ps_job, tasks=tasks,
         pod_job=np.repeat(np.arange(count, dtype=np.int64), per_job),
         pod_podset=np.repeat(np.arange(len(podsets), dtype=np.int64), per_ps),

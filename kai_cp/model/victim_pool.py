@@ -18,6 +18,7 @@ import numpy as np
 
 from kai_cp.actions import min_runtime
 from kai_cp.actions.allocate import GreedyResult
+from kai_cp.arrays import distinct
 from kai_cp.fairshare import allocatable
 from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
 from kai_cp.ordering import queue_rank, queue_tree, rank_less, request_vector, tasks_to_allocate
@@ -108,7 +109,7 @@ class Pool:
             nodes = pair_node[pair_queue == code.get(r, -2)]
             if len(nodes):
                 ok |= units[mu] & np.isin(mn, nodes)
-        return [self.unit(i) for i in np.unique(mu[ok]).tolist()]
+        return [self.unit(i) for i in distinct(mu[ok]).tolist()]
 
     def legal(self, job: JobInfo) -> np.ndarray:
         """_legal for every unit at once."""
@@ -348,26 +349,35 @@ class _Rules:
                 surplus[ps.name] = min(n, n + kept - ps.min_available)
         if not whole and not surplus:
             return None
-        node_tasks: dict[int, dict[str, list[TaskInfo]]] = {}
-        losable: list[tuple[int, TaskInfo]] = []
-        # Gate 2 takes a victim job's pods above each PodSet's minimum as chunks of their own
-        # first and its core (the first minAvailable pods of each PodSet, in task order) last
-        # (3.7.2): the core is the chunk that may cross the share.
-        core = per_pod = 0
-        left = {ps.name: ps.min_available for ps in job.podsets.values()}    # core pods still to count
-        for t in sorted(running, key=lambda t: t.order_key):
-            n = index[t.node]
-            node_tasks.setdefault(n, {}).setdefault(t.podset, []).append(t)
-            if whole or surplus.get(t.podset):
-                losable.append((n, t))
-            centi = 100 * t.request.gpus
-            per_pod = max(per_pod, centi)
-            if left.get(t.podset, 0) > 0:
-                left[t.podset] -= 1
-                core += centi
-        unit = Unit(-1, "job", job.queue, job.priority, running, node_tasks, np.zeros(0), 100 * gpus,
-                    max(core, per_pod) if whole else per_pod, pre, bool(recl), recl, whole, surplus)
+        unit, losable = _job_unit(job, running, index, pre, recl, whole, surplus)
         return "job", unit, losable
+
+
+def _job_unit(job: JobInfo, running: list[TaskInfo], index: dict[str, int], pre: bool, recl: frozenset,
+              whole: bool, surplus: dict[str, int]) -> tuple[Unit, list[tuple[int, TaskInfo]]]:
+    """A job unit of its running pods (task order), and the pods it may lose as (node, pod);
+    its index and cost are set by the pool."""
+    node_tasks: dict[int, dict[str, list[TaskInfo]]] = {}
+    losable: list[tuple[int, TaskInfo]] = []
+    # Gate 2 takes a victim job's pods above each PodSet's minimum as chunks of their own
+    # first and its core (the first minAvailable pods of each PodSet, in task order) last
+    # (3.7.2): the core is the chunk that may cross the share.
+    core = per_pod = gpus = 0
+    left = {ps.name: ps.min_available for ps in job.podsets.values()}    # core pods still to count
+    for t in sorted(running, key=lambda t: t.order_key):
+        n = index[t.node]
+        node_tasks.setdefault(n, {}).setdefault(t.podset, []).append(t)
+        if whole or surplus.get(t.podset):
+            losable.append((n, t))
+        centi = 100 * t.request.gpus
+        gpus += centi
+        per_pod = max(per_pod, centi)
+        if left.get(t.podset, 0) > 0:
+            left[t.podset] -= 1
+            core += centi
+    unit = Unit(-1, "job", job.queue, job.priority, running, node_tasks, np.zeros(0), gpus,
+                max(core, per_pod) if whole else per_pod, pre, bool(recl), recl, whole, surplus)
+    return unit, losable
 
 
 def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[str, int]],
@@ -520,10 +530,14 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     def make(k: int) -> Unit:
         if k < n_jobs:
             u = made_jobs.get(k)
-            if u is None:                                   # an arrays' job: the rules make its unit
-                out = rules.decide(vp.jobs[int(jobs_at[k])])
-                assert out is not None and out[0] == "job", "the pool's arrays and rules disagree"
-                u = out[1]
+            if u is None:                                   # an arrays' job: preempt only, nothing moved
+                j = int(jobs_at[k])
+                job = vp.jobs[j]
+                lo, hi = int(vp.first_pod[j]), int(vp.first_pod[j + 1])
+                pods = (lo + np.flatnonzero(running[lo:hi])).tolist()
+                extra = ps_surplus[vp.first_podset[j]:vp.first_podset[j + 1]].tolist()
+                u = _job_unit(job, [vp.tasks[p] for p in pods], state.table.index, True, frozenset(),
+                              not protected[j], {ps.name: n for ps, n in zip(job.podsets.values(), extra) if n > 0})[0]
             u.index = k
         else:
             g = k - n_jobs
