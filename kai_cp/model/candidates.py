@@ -240,15 +240,16 @@ class _Ranking:
     def full(self) -> tuple[np.ndarray, np.ndarray]:
         """Every node ranked, and their bounds."""
         if len(self.nodes) <= SORT_ALL_NODES:
-            return self._whole()[:2]
+            ranked, order, _ = self._whole()
+            return ranked, self.ub[order]
         order = np.concatenate([self._sort(b) for b in range(4)])
         return self.nodes[order], self.ub[order]
 
     def _whole(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every node ranked in one sort: nodes, bounds, cumulative room."""
+        """Every node ranked in one sort: nodes, their positions, cumulative room."""
         if self._all is None:
             order = np.lexsort((self.prim, self.flag))
-            self._all = (self.nodes[order], self.ub[order], np.cumsum(self.cap[order]))
+            self._all = (self.nodes[order], order, np.cumsum(self.cap[order]))
         return self._all
 
     def prefix(self, target: float, min_nodes: int) -> np.ndarray:
