@@ -5,7 +5,7 @@ pods, protection, surplus), and only the jobs greedy placed pods of or a queue m
 _Rules.decide; the model then gives a variable only to the units a candidate pair may evict
 (Pool.justified). Both are second statements of rules written once in _Rules.decide and _legal,
 so on generated clusters the pool built as arrays must equal the pool built one job at a time,
-unit for unit, and justified() must pick exactly the units _legal allows some pair on their nodes.
+unit for unit, and justified() and freeable_under() must pick exactly the units _legal allows.
 """
 
 from __future__ import annotations
@@ -61,6 +61,12 @@ def _check_justified(state, classes, pool: Pool, seed: int) -> None:
     node = np.array([n for n, _ in pairs], dtype=np.int64)
     want = [u.index for u in pool.units if any(_legal(u, job) for n, job in pairs if n in u.node_tasks)]
     assert [u.index for u in pool.justified(node, [job for _, job in pairs])] == want
+    # freeable_under (a queue limit's room): what the job's legal victims inside the queue hold
+    job = rng.choice(classes).job
+    for q in state.queue_path(job.queue):
+        mine = [u.index for u in pool.units
+                if _legal(u, job) and any(a.name == q.name for a in state.queue_path(u.queue))]
+        assert pool.freeable_under(state, job, q.name).tolist() == pool.loses[mine].sum(axis=0).tolist()
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
