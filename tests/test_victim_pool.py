@@ -52,6 +52,13 @@ def _pools(doc: dict[str, Any]):
     return state, classes, build_pool(state, greedy, keys), build_pool(state, greedy, keys, one_by_one=True)
 
 
+def _agree(doc: dict[str, Any], seed: int) -> None:
+    state, classes, arrays, one_by_one = _pools(doc)
+    _assert_same(arrays, one_by_one)
+    if arrays is not None:
+        _check_justified(state, classes, arrays, seed)
+
+
 def _check_justified(state, classes, pool: Pool, seed: int) -> None:
     """justified() against _legal over every unit, for random candidate pairs."""
     if not classes or not len(pool):
@@ -72,19 +79,13 @@ def _check_justified(state, classes, pool: Pool, seed: int) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=contended_clusters(), seed=st.integers(0, 1 << 16))
 def test_the_pools_arrays_agree_with_its_rules_on_contended_clusters(doc: dict[str, Any], seed: int) -> None:
-    state, classes, arrays, one_by_one = _pools(doc)
-    _assert_same(arrays, one_by_one)
-    if arrays is not None:
-        _check_justified(state, classes, arrays, seed)
+    _agree(doc, seed)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=clusters(), seed=st.integers(0, 1 << 16))
 def test_the_pools_arrays_agree_with_its_rules_with_shared_gpus(doc: dict[str, Any], seed: int) -> None:
-    state, classes, arrays, one_by_one = _pools(doc)
-    _assert_same(arrays, one_by_one)
-    if arrays is not None:
-        _check_justified(state, classes, arrays, seed)
+    _agree(doc, seed)
 
 
 def test_preempt_only_victims_are_decided_as_arrays(monkeypatch) -> None:
