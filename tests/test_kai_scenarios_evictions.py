@@ -12,7 +12,7 @@ KAI with the greedy engine (the reclaim simulation orders queues by their best p
 queue1's best is a 3-GPU job, so queue0's victim is re-placed first and the reclaim fails);
 test_reclaim_test_007_does_not_loop shows what happens over many cycles. The CP-SAT engine
 follows too: the model keeps only reclaims whose reclaimer's head job comes before the victim's
-job in next cycle's queue order (NextCycleOrder in kai_cp/model/evictions.py).
+job in next cycle's queue order (NextCycleOrder in kai_cp/model/victim_pool.py).
 """
 
 from __future__ import annotations
