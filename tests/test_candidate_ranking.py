@@ -52,7 +52,8 @@ def _check(n, seed, asks, ties, floats) -> None:
     ends = np.cumsum([np.minimum(ub[flag == f], 1 << 20).sum() for f in range(4)])
     asks = asks + [(int(e), m) for e, (_, m) in zip(ends, asks) if e > 0]
     for target, min_nodes in asks:              # one ranking serves many classes and both passes
-        assert ranking.prefix(target, min_nodes).tolist() == _reference(nodes, flag, prim, ub, target, min_nodes).tolist()
+        want = _reference(nodes, flag, prim, ub, target, min_nodes)
+        assert ranking.prefix(target, min_nodes).tolist() == want.tolist()
     order = np.lexsort((prim, flag))
     got_nodes, got_ub = ranking.full()
     assert got_nodes.tolist() == nodes[order].tolist() and got_ub.tolist() == ub[order].tolist()

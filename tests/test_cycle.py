@@ -527,7 +527,7 @@ def test_the_victim_pool_and_candidate_selection_stop_at_the_deadline(monkeypatc
     calls: list[str] = []
     build_pool(state, greedy, pending_keys(classes), lambda: calls.append("pool"))
     assert len(state.victims) == 2 * CHECK_EVERY_JOBS + 10 < len(state.jobs)
-    assert calls.count("pool") == 2                  # before and after the arrays (no job here needs the rules one by one)
+    assert calls.count("pool") == 2        # before and after the arrays (no job here needs the rules one by one)
     calls.clear()
     build_pool(state, greedy, pending_keys(classes), lambda: calls.append("pool"), one_by_one=True)
     # and every CHECK_EVERY_JOBS jobs decided one at a time

@@ -548,8 +548,8 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
             n = state.table.index[tasks[0].node]
             centi = 100 * tasks[0].request.gpus
             recl = unit_recl.get(k, frozenset())
-            u = Unit(k, "pods", names[unit_queue[k]], state.jobs[tasks[0].job].priority, tasks, {n: {tasks[0].podset: tasks}},
-                     vector(tasks[0]), centi, centi, bool(unit_pre[k]), bool(recl), recl)
+            u = Unit(k, "pods", names[unit_queue[k]], state.jobs[tasks[0].job].priority, tasks,
+                     {n: {tasks[0].podset: tasks}}, vector(tasks[0]), centi, centi, bool(unit_pre[k]), bool(recl), recl)
         u.cost = cost_list[k]
         return u
 
