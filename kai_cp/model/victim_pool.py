@@ -127,7 +127,7 @@ class Pool:
         return self.loses[self.legal(job) & under[self.unit_queue]].sum(axis=0)
 
 
-def _reclaim_ok_queues(state: ClusterState, greedy: GreedyResult, classes_queues: set[str]) -> set[str]:
+def _reclaim_ok_queues(state: ClusterState, classes_queues: set[str]) -> set[str]:
     """Queues that may reclaim: below their fair share in GPUs now (gate 1's spirit)."""
     out = set()
     for name in classes_queues:
@@ -139,7 +139,7 @@ def _reclaim_ok_queues(state: ClusterState, greedy: GreedyResult, classes_queues
     return out
 
 
-def _goes_first(state: ClusterState, greedy: GreedyResult, reclaimer: str, victim: str) -> bool:
+def _goes_first(state: ClusterState, reclaimer: str, victim: str) -> bool:
     """KAI's simulation re-places the victims' job before the preemptor when the victim's queue
     comes first in queue order (3.8, 6.2.4): a victim then takes its place back and the reclaim
     fails. So a queue of higher priority is only reclaimed from when it is over its fair share
@@ -264,11 +264,11 @@ class _Rules:
 
     def __init__(self, state: ClusterState, greedy: GreedyResult, pending: list[tuple[str, int]]) -> None:
         actions = state.config.actions
-        self.state, self.greedy, self.now = state, greedy, greedy.now
+        self.state, self.now = state, greedy.now
         self.index, self.placements = state.table.index, greedy.session.placements
         self.may_preempt = "preempt" in actions
         queues_with_work = {q for q, _ in pending}
-        self.reclaimers = _reclaim_ok_queues(state, greedy, queues_with_work) if "reclaim" in actions else set()
+        self.reclaimers = _reclaim_ok_queues(state, queues_with_work) if "reclaim" in actions else set()
         self.top_prio: dict[str, int] = {}
         for q, p in pending:
             self.top_prio[q] = max(self.top_prio.get(q, p), p)
@@ -284,8 +284,9 @@ class _Rules:
         self.ordered: dict[tuple, frozenset] = {}    # (victim queue, reclaimers passed, victim request) -> reclaimers
 
     def decide(self, job: JobInfo) -> tuple | None:
-        """None (no victim), ("pods", group key, pod) for a job that leaves pod by pod, or ("job",
-        unit, its losable pods as (node, pod)); the unit's index and cost are set by the pool."""
+        """None (no victim), ("pods", (preempt, reclaimers), pod) for a job that leaves pod by pod
+        (the pool groups such pods by queue, priority, request and node too), or ("job", unit,
+        its losable pods as (node, pod)); the unit's index and cost are set by the pool."""
         state, now, index, placements = self.state, self.now, self.index, self.placements
         if job.queue not in state.queues:
             return None
@@ -313,7 +314,7 @@ class _Rules:
             order_ok = self.first.get(job.queue)
             if order_ok is None:
                 order_ok = self.first[job.queue] = frozenset(
-                    r for r in self.reclaimers if r != job.queue and _goes_first(state, self.greedy, r, job.queue))
+                    r for r in self.reclaimers if r != job.queue and _goes_first(state, r, job.queue))
             recl, passed = min_runtime.reclaimers_passed(state, job, order_ok, now)
         if recl:
             victim_req = request_vector(running, state.gpu_memory_divisor)
@@ -329,7 +330,7 @@ class _Rules:
             return None
         if _single_pod(job):
             t = running[0]
-            return "pods", (job.queue, job.priority, t.request, t.node, pre, recl), t
+            return "pods", (pre, recl), t
         # Minimum runtime (6.7) per route: a protected job loses only pods above its minimum.
         protected_pre = pre and min_runtime.protected(state, job, "preempt", job.queue, now)
         protected_recl = {r for r in recl if min_runtime.protected(state, job, "reclaim", r, now)}
@@ -432,7 +433,7 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
 
     # The jobs decided one by one, in job order.
     job_units: dict[int, tuple[Unit, list]] = {}           # victim index -> (unit, losable pods)
-    pod_members: list[tuple[int, tuple, TaskInfo]] = []    # (victim index, group key, pod)
+    pod_members: list[tuple[int, tuple, TaskInfo]] = []    # (victim index, (preempt, reclaimers), pod)
     for i, j in enumerate(np.flatnonzero(alone).tolist()):
         if check is not None and not i % CHECK_EVERY_JOBS:
             check()
@@ -460,9 +461,9 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     member_j = [single_j]
     member_task: list[TaskInfo] = [vp.tasks[k] for k in single_pod.tolist()]
     if pod_members:
-        keys.append(np.array([(vp.queue[j], vp.priority[j], vp.requests[req], state.table.index[node], int(pre_),
-                               recl_code.setdefault(recl, len(recl_code)))
-                              for j, (_, _, req, node, pre_, recl), _ in pod_members], dtype=np.int64))
+        keys.append(np.array([(vp.queue[j], vp.priority[j], vp.requests[t.request], state.table.index[t.node],
+                               int(pre_), recl_code.setdefault(recl, len(recl_code)))
+                              for j, (pre_, recl), t in pod_members], dtype=np.int64))
         member_j.append(np.array([m[0] for m in pod_members], dtype=np.int64))
         member_task += [m[2] for m in pod_members]
     key = np.concatenate(keys)
