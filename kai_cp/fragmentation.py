@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kai_cp.arrays import groups, row_groups
 from kai_cp.gpu_sharing import task_memory
 
 # The most common kinds of pods; the rest of the mix is small. 24 left the pressure on the nodes
@@ -29,6 +30,7 @@ MAX_KINDS = 64
 FULL = 1000
 SCARCITY_WEIGHT = 0.5   # milli-GPU of cost per milli-GPU taken, per unit of extra pressure on a node
 CPU_BOUND_AFTER = 4     # cpu_bound judges the pods' CPU per GPU once they hold 1 / this of the GPUs
+SHARED_ROWS = 512       # nodes measured from which equal rows are measured once (FragIndex._expect_at)
 
 
 @dataclass
@@ -131,6 +133,7 @@ class FragIndex:
         self.mix, self.devs, self.strand = mix, devs, strand
         self._allowed_t = np.ascontiguousarray(mix.allowed.T)
         self._whole_part: dict[int, tuple] = {}
+        self._cpu_sorted, self._memory_sorted = np.sort(mix.cpu), np.sort(mix.memory)
         dev = devs.free
         self.present = dev >= 0
         self.d = np.where(self.present, dev, 0)
@@ -157,7 +160,7 @@ class FragIndex:
         # fragments kept as floats: _expect's product is then one pass
         self.g0 = self._g(self.frag_small, self.ok_count, self.full[:, None], self.partial[:, None],
                           self.total[:, None]).astype(np.float64)
-        self.before = self._expect(self.g0, self._base_at(slice(None), 0, 0), self.total)
+        self.before = self._expect_at(None, self.g0, self.total, 0, 0)
         self._gpu_part: dict = {}
         # CPU per GPU the mix asks for: a node with less CPU than that per free GPU strands GPUs
         gpus = mix.milli * mix.count / FULL
@@ -186,6 +189,7 @@ class FragIndex:
         out.strand, out.cpu_per_gpu = first.strand, first.cpu_per_gpu
         out._allowed_t = np.concatenate([i._allowed_t[n] for i, n in parts])
         out._whole_part, out._gpu_part = {}, {}
+        out._cpu_sorted, out._memory_sorted = first._cpu_sorted, first._memory_sorted
         for name in FragIndex.ROWS:
             setattr(out, name, np.concatenate([getattr(i, name)[n] for i, n in parts]))
         out.__dict__["_scarcity"] = np.concatenate([i.scarcity()[n] for i, n in parts])
@@ -201,6 +205,7 @@ class FragIndex:
             fresh.devs.free, fresh.devs.cpu, fresh.devs.memory
         for kept in (self._whole_part, self._gpu_part):
             kept.clear()
+        self.__dict__.pop("_node_ids", None)
 
     def _g(self, frag_small, ok_count, full, partial, total):
         """Per kind, the fragment when the pod's CPU and memory fit."""
@@ -212,6 +217,36 @@ class FragIndex:
     def _expect(self, g: np.ndarray, base: np.ndarray, total: np.ndarray) -> np.ndarray:
         w = self.mix.weight
         return np.einsum("nm,nm->n", g, base * w) + total * _unfit(base, w)
+
+    def _expect_at(self, rows: np.ndarray | None, g: np.ndarray, total: np.ndarray, cpu: int, memory: int,
+                   extra: np.ndarray | None = None) -> np.ndarray:
+        """`_expect(g, _base_at(rows, cpu, memory), total)` (rows None: every node), measured once
+        per distinct row. A node's figure follows from its devices (`g` and `total`: per row, what
+        the pod leaves of them, which depends on the node's devices and `extra` alone), its
+        predicates, and which kinds' CPU and memory still fit, i.e. how many kinds ask no more
+        than it keeps: most nodes of a large cluster share all of that with others (10,000 nodes:
+        ~700 distinct per request; the kinds x nodes products were most of the fragmentation
+        rows). Bit for bit the direct measure: each row's sums are its own (_unfit)."""
+        where = slice(None) if rows is None else rows
+        if len(total) < max(SHARED_ROWS, 1):
+            return self._expect(g, self._base_at(where, cpu, memory), total)
+        kinds = len(self.mix.cpu) + 1
+        key = self._node_id()[where]
+        if extra is not None:
+            key = key * (int(extra.max()) + 1) + extra
+        key = (key * kinds + np.searchsorted(self._cpu_sorted, self.devs.cpu[where] - cpu, side="right")) * kinds \
+            + np.searchsorted(self._memory_sorted, self.devs.memory[where] - memory, side="right")
+        first, inverse = groups(key)
+        at = first if rows is None else rows[first]
+        return self._expect(g[first], self._base_at(at, cpu, memory), total[first])[inverse]
+
+    def _node_id(self) -> np.ndarray:
+        """Per node, a number shared exactly by the nodes with the same devices and predicates."""
+        cached = self.__dict__.get("_node_ids")
+        if cached is None:
+            allowed = np.packbits(self._allowed_t, axis=1).astype(np.int64)
+            cached = self.__dict__["_node_ids"] = row_groups(np.concatenate([self.devs.free, allowed], axis=1))
+        return cached
 
     def stranding(self, taken: np.ndarray | int, cpu: int) -> np.ndarray:
         """Rise in GPUs (milli) a node can no longer use for want of CPU, at the mix's CPU per
@@ -245,8 +280,7 @@ class FragIndex:
         fragment is 0 there). Each node's figure is its own row's arithmetic, the same on a
         subset (the kinds x nodes products were 0.2 s of a 10,000-node cycle)."""
         rows, g, total = self._whole_rows(gpus)
-        base = self._base_at(rows, cpu, memory)
-        part = self._expect(g, base, total) - self.before[rows]
+        part = self._expect_at(rows, g, total, cpu, memory) - self.before[rows]
         if gpus <= 0:
             out = self.stranding(0, cpu)
             out[rows] = part + out[rows]
@@ -309,9 +343,7 @@ class FragIndex:
             if key is not None:
                 self._gpu_part[key] = cached
         rows, g, total = cached
-        base = self._base_at(rows, cpu, memory)
-        w = self.mix.weight
-        part = np.einsum("nm,nm->n", g, base * w) + total * _unfit(base, w)
+        part = self._expect_at(rows, g, total, cpu, memory, need[rows] * self.d.shape[1] + slot[rows])
         out = np.full(len(self.total), np.inf)
         out[rows] = part - self.before[rows] + (self.stranding(need, cpu)[rows] + need[rows] * self.scarcity()[rows])
         return out

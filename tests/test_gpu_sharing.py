@@ -459,6 +459,56 @@ def test_fragmentation_closed_form_matches_the_definition():
                                          + idx.stranding(1000 * k, 2000)[i] + 1000 * k * idx.scarcity()[i])
 
 
+def test_equal_nodes_are_measured_once_bit_for_bit(monkeypatch):
+    """Past SHARED_ROWS nodes the index measures each distinct node row once (devices,
+    predicates, and how many kinds' CPU and memory still fit) and copies the figure to the
+    others: every figure must be bit for bit the direct measure's, for whole GPUs, CPU-only pods,
+    fractions on KAI's device and on every slot, and the cycle-start figures themselves."""
+    import kai_cp.fragmentation as fragmentation
+    rng = random.Random(11)
+    for _ in range(6):
+        width, kinds = 8, rng.choice([5, 17, 64])
+        templates = _random_nodes(rng, rng.randint(3, 12), width, [0, 100, 190, 500, 1000, 1000], [0])[0]
+        n = rng.randint(600, 900)
+        dev = templates[[rng.randrange(len(templates)) for _ in range(n)]]
+        cpu = np.array([rng.choice([0, 3000, 8000, 16000, 16001, 64000]) for _ in range(n)], dtype=np.int64)
+        mem = np.array([rng.choice([10 ** 9, 3 * 10 ** 9, 10 ** 12]) for _ in range(n)], dtype=np.int64)
+        mix = _random_mix(rng, n, kinds)
+        mix.memory = np.array([rng.choice([0, 5 * 10 ** 8, 2 * 10 ** 9]) for _ in range(kinds)], dtype=np.int64)
+        mix.allowed[:, n // 2:] = mix.allowed[:, :1]             # half the nodes alike
+        slots = np.array([rng.randrange(width) for _ in range(n)])      # any device, node by node
+        need = np.array([rng.choice([100, 250, 500]) for _ in range(n)], dtype=np.int64)
+        requests = [(k, rng.choice([0, 1000, 8000]), rng.choice([0, 10 ** 9])) for k in (0, 1, 2, 4)]
+
+        def figures(shared_rows: int) -> list[np.ndarray]:
+            monkeypatch.setattr(fragmentation, "SHARED_ROWS", shared_rows)
+            idx = FragIndex(mix, Devices(dev.copy(), cpu, mem, [[None] * width for _ in range(n)]))
+            out = [idx.before] + [idx.whole(k, c, m) for k, c, m in requests]
+            out.append(kai_slot_deltas(idx, need, 1000, 0, False))
+            out.append(kai_slot_deltas(idx, need, 2000, 10 ** 9, True))
+            out.append(idx.fraction_at(need, 1000, 10 ** 9, slots))
+            return out + [per_device(idx, need, 4000, 0)]
+
+        direct, shared = figures(10 ** 9), figures(0)
+        assert len(direct) == len(shared)
+        for a, b in zip(direct, shared):
+            assert np.array_equal(a, b)
+
+
+def test_groups_number_equal_values_and_rows_alike():
+    from kai_cp.arrays import groups, row_groups
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 50, 1000):
+        key = rng.integers(0, 7, n)
+        first, inverse = groups(key)
+        assert np.array_equal(key[first][inverse], key)
+        assert len(first) == len(set(key.tolist())) and np.all(np.diff(key[first]) > 0)
+        rows = rng.integers(-1, 2, (n, 3))
+        ids = row_groups(rows)
+        pairs = {(tuple(r), int(i)) for r, i in zip(rows.tolist(), ids.tolist())}
+        assert len({r for r, _ in pairs}) == len(pairs) == len({i for _, i in pairs})
+
+
 def test_a_nodes_fragmentation_figures_do_not_depend_on_the_other_nodes():
     """The walk re-measures the nodes it changed in an index of their own (model/frag_rows.py),
     whole-GPU pods are measured only where they fit, and identical nodes must rank alike: so each
