@@ -193,7 +193,6 @@ def queue_tree(state) -> tuple[dict[str, QueueView], dict[str, list[str]], list[
 
 
 _ORDER = ("order",)
-_UNKNOWN = object()       # JobQueue._best: not worked out since the last change on the queue's path
 
 
 class JobQueue:
@@ -201,8 +200,10 @@ class JobQueue:
 
     Leaves keep a heap of jobs keyed when pushed (a job's key only changes through its own
     placements, i.e. between its pop and re-push). The best job of each subtree is cached and
-    recomputed only along the path of the last pop, since comparing two siblings only reads
-    their own allocation and head jobs.
+    recomputed along the path of the last push or pop, and when the subtree's allocation
+    changed: comparing two siblings reads only their own allocation and head jobs, and a
+    placement anywhere below a queue changes that queue's allocation too (an eviction scenario
+    re-places victims popped long before).
     """
 
     def __init__(self, session: Session, jobs: Iterable[JobInfo], real: bool = True):
@@ -211,7 +212,8 @@ class JobQueue:
         self.views, self.children, self.roots = queue_tree(session.state)
         self.heaps: dict[str, list] = {}
         self._init: dict[str, list[float]] = {}
-        self._best: dict[str, JobInfo | None] = {}
+        # queue -> (its best job, its allocation's change count when worked out)
+        self._best: dict[str, tuple[JobInfo | None, int]] = {}
         # queue -> (queue_rank, allocation's change count) against its current best job
         self._key: dict[str, tuple[tuple, int]] = {}
         self._seq = 0
@@ -254,16 +256,17 @@ class JobQueue:
         return v
 
     def best(self, queue: str) -> JobInfo | None:
-        job = self._best.get(queue, _UNKNOWN)
-        if job is not _UNKNOWN:
-            return job
+        version = self.session.alloc_version.get(queue, 0)
+        hit = self._best.get(queue)
+        if hit is not None and hit[1] == version:
+            return hit[0]
         children = self.children[queue]
         if not children:
             heap = self.heaps.get(queue)
             job = heap[0][2] if heap else None
         else:
             job = self._pick(children)
-        self._best[queue] = job
+        self._best[queue] = (job, version)
         return job
 
     def _pick(self, candidates: list[str]) -> JobInfo | None:

@@ -137,6 +137,28 @@ def test_a_queue_placed_into_after_its_pop_is_ranked_on_its_new_allocation() -> 
     assert [q.pop().name, q.pop().name] == ["a2", "b2"]
 
 
+def test_a_department_placed_into_outside_the_pops_path_picks_on_its_new_allocation() -> None:
+    """Root queue a (priority 200) pops first; meanwhile department d works out its best job:
+    b0 (2 of b's 8 GPUs) before c1 (3 of c's 8). Then 6 GPUs are placed in b (an eviction
+    scenario re-placing a victim popped earlier): b0 would take b to 8 of 8, so c1 must pop
+    next. d's best job kept from before the placement gave b0 (found by the generated test
+    above on a department of two queues)."""
+    from snapshot_builder import node, pod, podgroup, queue, resources, snapshot
+    queues = [queue("a", gpu=resources(quota=8), priority=200, created=0), queue("d", priority=100, created=1),
+              queue("b", "d", gpu=resources(quota=8), created=2), queue("c", "d", gpu=resources(quota=8), created=3)]
+    groups = [podgroup("a1", "a", created=0), podgroup("b0", "b", created=1), podgroup("c1", "c", created=2),
+              podgroup("bx", "b", created=3)]
+    pods = [pod("a1-0", "a1", gpu=1), pod("b0-0", "b0", gpu=2), pod("c1-0", "c1", gpu=3), pod("bx-0", "bx", gpu=6)]
+    st_ = state_of(snapshot([node("n", cpu="64", memory="256Gi", gpu=16)], queues, groups, pods))
+    s = Session.open(st_)
+    q = JobQueue(s, [st_.jobs[n] for n in ("a1", "b0", "c1")])
+    ref = Reference(s, [st_.jobs[n] for n in ("a1", "b0", "c1")])
+    assert q.pop().name == ref.pop().name == "a1"
+    s.place(st_.jobs["bx"].waiting[0], 0, pipelined=False)
+    assert ref.pop().name == "c1"
+    assert q.pop().name == "c1"
+
+
 def test_equal_shares_with_the_head_job_go_by_the_allocation_alone() -> None:
     """Rule 6 after a placement: a0 (2 GPUs) pops and is placed; a with a1 (2 GPUs) and b with b1
     (4 GPUs) then stand at 4/8 each with their head jobs, and b, which holds nothing, goes first.
