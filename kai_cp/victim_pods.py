@@ -9,6 +9,8 @@ per state, by the first pool that asks: made with the state, it cost every greed
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -27,6 +29,16 @@ PRIORITY_BOUND = 1 << 62
 def bounded(priority: int) -> int:
     """A priority as the arrays hold it (order kept among all but corrupt values)."""
     return min(max(priority, -PRIORITY_BOUND), PRIORITY_BOUND)
+
+
+def priorities(values: Iterable[int], count: int) -> np.ndarray:
+    """`bounded` of each, as int64: read at once, one by one only when some value is beyond int64."""
+    values = list(values)
+    try:
+        out = np.fromiter(values, dtype=np.int64, count=count)
+    except OverflowError:
+        return np.fromiter(map(bounded, values), dtype=np.int64, count=count)
+    return np.clip(out, -PRIORITY_BOUND, PRIORITY_BOUND)
 
 
 @dataclass(eq=False)
@@ -88,8 +100,8 @@ def victim_pods(state: ClusterState) -> VictimPods:
     width = state.table.allocatable.shape[1]
     out = VictimPods(
         jobs=victims, at=dict(zip(state.victims, range(count))), queue_names=names,
-        queue=_codes(names, list(map(attrgetter("queue"), victims))),
-        priority=np.fromiter(map(bounded, map(attrgetter("priority"), victims)), dtype=np.int64, count=count),
+        queue=_codes(names, map(attrgetter("queue"), victims), count),
+        priority=priorities(map(attrgetter("priority"), victims), count),
         last_start=np.fromiter((np.nan if job.last_start is None else job.last_start for job in victims),
                                dtype=np.float64, count=count),
         # min_runtime.is_elastic and _single_pod, from the PodSets' sizes and minimums
@@ -110,11 +122,7 @@ def victim_pods(state: ClusterState) -> VictimPods:
     return out
 
 
-def _codes(names: list[str], values: list[str]) -> np.ndarray:
-    """Each value's index in the sorted `names`, -1 where it is not one of them."""
-    if not values or not names:
-        return np.full(len(values), -1, dtype=np.int64)
-    sorted_names = np.array(names)
-    arr = np.array(values)
-    at = np.minimum(np.searchsorted(sorted_names, arr), len(names) - 1)
-    return np.where(sorted_names[at] == arr, at, -1).astype(np.int64)
+def _codes(names: list[str], values: Iterable[str], count: int) -> np.ndarray:
+    """Each value's index in `names`, -1 where it is not one of them."""
+    code: defaultdict[str, int] = defaultdict(lambda: -1, zip(names, range(len(names))))
+    return np.fromiter(map(code.__getitem__, values), dtype=np.int64, count=count)

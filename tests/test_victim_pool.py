@@ -114,3 +114,13 @@ def test_preempt_only_victims_are_decided_as_arrays(monkeypatch) -> None:
     assert sorted(u.kind for u in pool.units) == ["job"] * 4 + ["pods"] * 4     # one pods unit per node
     assert calls == []
     _assert_same(pool, build_pool(state, greedy, keys, one_by_one=True))
+
+
+def test_priorities_are_read_at_once_and_held_at_the_arrays_bound():
+    """A corrupt PriorityClass value (beyond int64) must not overflow the victim arrays: every
+    value is held at the bound, the order of all others kept, whichever way they are read."""
+    from kai_cp.victim_pods import PRIORITY_BOUND, bounded, priorities
+    for values in ([5, -3, 0], [5, 10 ** 30, -(10 ** 25), 7], [(1 << 62) + 1, -(1 << 63)], []):
+        got = priorities(iter(values), len(values))
+        assert got.dtype == np.int64 and got.tolist() == [bounded(v) for v in values]
+        assert all(-PRIORITY_BOUND <= v <= PRIORITY_BOUND for v in got.tolist())

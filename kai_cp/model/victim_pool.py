@@ -24,7 +24,7 @@ from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
 from kai_cp.ordering import queue_rank, queue_tree, rank_less, request_vector, tasks_to_allocate
 from kai_cp.queues import RESOURCES
 from kai_cp.state import ClusterState
-from kai_cp.victim_pods import bounded, victim_pods
+from kai_cp.victim_pods import bounded, priorities, victim_pods
 
 # Per pod evicted: fewest first, then cheapest (< 2 x base). In utilisation's level, so a pod
 # evicted outweighs any one pod placed (100 + GPUs x 100, model/utilisation.py).
@@ -94,7 +94,7 @@ class Pool:
         code = {q: i for i, q in enumerate(self.queue_names)}
         width = len(self.queue_names) + 1
         pair_queue = np.fromiter((code.get(j.queue, -1) for j in pair_job), dtype=np.int64, count=len(pair_job))
-        pair_prio = np.fromiter((bounded(j.priority) for j in pair_job), dtype=np.int64, count=len(pair_job))
+        pair_prio = priorities((j.priority for j in pair_job), len(pair_job))
         # preempt: the highest priority among the pairs of each (node, queue)
         keys = pair_node * width + pair_queue
         order = np.lexsort((pair_prio, keys))
