@@ -35,8 +35,16 @@ DETERMINISTIC_SHARE = 0.15  # CP-SAT deterministic time per second of time limit
 # was 0.22 ms (bench/bench_evictions.py's full-cycle shape: 4,000 one-pod jobs, one class each);
 # most clusters take 0.5-2 ms. A cycle whose greedy left less than this estimate builds no model.
 BUILD_SECONDS_PER_JOB = 1.5e-4
-DECODE_RESERVE = 0.08         # seconds kept back from the solver for decoding, output and teardown
-DECODE_SECONDS_PER_POD = 50e-6  # measured: decoding and teardown take ~40-50 us per placement (bench/)
+# Seconds kept back from the solver for decoding, KAI's last action and the result: a base, per
+# placement greedy made, per victim pod the model has variables for. Measured on 13 snapshots
+# (1,000-10,000 nodes, kai-differential, bench_evictions' shapes; 3 s limit, other work beside):
+# all of it took 2-63 ms, at most 35 us per placement (medium-s1: 46 ms for 1,377) and 7 us per
+# eviction decoded (4,000 reclaimed: 52 ms); this keeps 1.9-3x that. (0.08 s + 50 us per
+# placement and per two victims kept 3-50x, and left a 1,000-node shared-GPU cycle's solver no
+# time to find a solution: FALLBACK.)
+DECODE_RESERVE = 0.04
+DECODE_SECONDS_PER_POD = 35e-6
+DECODE_SECONDS_PER_VICTIM = 10e-6
 
 
 @dataclass(frozen=True)
@@ -167,7 +175,8 @@ def decode_reserve(ctx: ModelContext) -> float:
     1,000 nodes 2,174 of the victim pool's 7,768 pods (counting the whole pool kept 0.14 s more
     than decoding can take, and left the solver no time)."""
     victims = sum(len(u.tasks) for u, _ in ctx.extensions.get("eviction-units", ()))
-    return DECODE_RESERVE + DECODE_SECONDS_PER_POD * (len(ctx.greedy.session.placements) + victims // 2)
+    return DECODE_RESERVE + DECODE_SECONDS_PER_POD * len(ctx.greedy.session.placements) \
+        + DECODE_SECONDS_PER_VICTIM * victims
 
 
 def run_cycle(state: ClusterState, settings: CycleSettings = CycleSettings()) -> CycleResult:

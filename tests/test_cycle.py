@@ -493,9 +493,42 @@ def test_a_build_whose_pool_and_selection_cannot_end_in_time_is_not_started(monk
     res = cycle(c.doc(), "cp-sat").to_json()
     assert res["cycle"]["status"] == "FALLBACK" and "not built within" in res["cycle"]["fallbackReason"]
     assert pools == [] and res["cycle"]["wallSeconds"] < 0.5
-    monkeypatch.setattr(build, "SELECT_SECONDS_PER_CLASS_NODE", 30e-9)
+    monkeypatch.setattr(build, "SELECT_SECONDS_PER_CLASS_NODE", 35e-9)
     res = cycle(c.doc(), "cp-sat").to_json()
     assert pools == [1] and res["cycle"]["status"] != "FALLBACK"
+
+
+def test_a_pool_slower_than_estimated_stops_the_build_before_the_selection(monkeypatch) -> None:
+    """The estimates are this machine's; with other work beside the cycle the pool takes longer,
+    and so would the selection: a selection that would fit the deadline at the estimated speed
+    but not at the pool's is not started (the cycle falls back once the pool is built, not after
+    the selection ran into the deadline)."""
+    import time
+
+    import kai_cp.model.build as build
+
+    c = Cluster().queue("q").queue("r").node("n1", gpus=4)
+    c.job("run", "r", gpus=4, running_on=["n1"]).job("want", "q", gpus=2)
+    selections: list[int] = []
+    real_pool, real_select = build.build_pool, build.select_pairs
+
+    def slow_pool(*args, **kwargs):
+        time.sleep(0.25)                                          # 5x its estimate below
+        return real_pool(*args, **kwargs)
+
+    def counted(*args, **kwargs):
+        selections.append(1)
+        return real_select(*args, **kwargs)
+    monkeypatch.setattr(build, "build_pool", slow_pool)
+    monkeypatch.setattr(build, "select_pairs", counted)
+    monkeypatch.setattr(build, "POOL_SECONDS_PER_JOB", 0.05)      # one victim job: 0.05 s
+    monkeypatch.setattr(build, "SELECT_SECONDS_PER_CLASS_NODE", 0.2)   # one class, one node: 0.2 s
+    res = cycle(c.doc(), "cp-sat").to_json()
+    assert res["cycle"]["status"] == "FALLBACK" and "not built within" in res["cycle"]["fallbackReason"]
+    assert selections == [] and res["cycle"]["wallSeconds"] < 0.6
+    monkeypatch.setattr(build, "SELECT_SECONDS_PER_CLASS_NODE", 0.05)  # 0.25 s at the pool's speed: fits
+    res = cycle(c.doc(), "cp-sat").to_json()
+    assert selections == [1] and res["cycle"]["status"] != "FALLBACK"
 
 
 def test_the_victim_pool_and_candidate_selection_stop_at_the_deadline(monkeypatch) -> None:
@@ -556,12 +589,12 @@ def test_the_victim_pool_and_candidate_selection_stop_at_the_deadline(monkeypatc
 
     def slow_pool(state, greedy, pending, check):
         def slowly() -> None:
-            time.sleep(0.2)
+            time.sleep(0.3)
             check()
         return real(state, greedy, pending, slowly)
     monkeypatch.setattr(build, "build_pool", slow_pool)
     res = cycle(c.doc(), "cp-sat", time_limit=0.5).to_json()
     assert res["cycle"]["status"] == "FALLBACK" and "not built within" in res["cycle"]["fallbackReason"]
-    # stopped at the first check past the deadline: within the limit plus one 0.2 s chunk, where
-    # the pool's three chunks and the rest of the build would run on past it
-    assert res["cycle"]["wallSeconds"] < 0.5 + 0.2
+    # stopped at the first check past the deadline (the pool's second): within the limit plus one
+    # 0.3 s chunk, where the rest of the build would run on past it
+    assert res["cycle"]["wallSeconds"] < 0.5 + 0.3

@@ -7,7 +7,7 @@ import pytest
 
 from test_cycle import Cluster, cycle
 from kai_cp.actions.pipeline import run_greedy
-from kai_cp.cycle import DECODE_RESERVE, DECODE_SECONDS_PER_POD, decode_reserve
+from kai_cp.cycle import DECODE_RESERVE, DECODE_SECONDS_PER_POD, DECODE_SECONDS_PER_VICTIM, decode_reserve
 from kai_cp.loader import load_snapshot_dict
 from kai_cp.model.build import build_model
 from kai_cp.state import build_cluster_state
@@ -313,5 +313,5 @@ def test_decode_reserve_counts_only_the_victims_the_model_can_evict() -> None:
     pool = sum(len(u.tasks) for u in ctx.extensions["victim-pool"].units)
     modelled = sum(len(u.tasks) for u, _ in ctx.extensions["eviction-units"])
     assert pool == 32 and modelled == 16
-    assert decode_reserve(ctx) == pytest.approx(DECODE_RESERVE + DECODE_SECONDS_PER_POD * (
-        len(greedy.session.placements) + modelled // 2))
+    assert decode_reserve(ctx) == pytest.approx(DECODE_RESERVE + DECODE_SECONDS_PER_POD * len(greedy.session.placements)
+                                                + DECODE_SECONDS_PER_VICTIM * modelled)

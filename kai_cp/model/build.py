@@ -35,15 +35,19 @@ from kai_cp.model.victim_growth import NoVictimGrowth
 from kai_cp.state import ClusterState
 
 # What the build takes per chosen pair after choosing them, from below: 31 us measured on
-# topo-512-s1, 40-110 us on the other differential, example and benchmark snapshots.
+# topo-512-s1, 40-110 us on the other differential, example and benchmark snapshots (58 us at
+# 10,000 nodes). Before the pairs are chosen, greedy's own (class, node) pairs count: every one
+# becomes a pair.
 BUILD_SECONDS_PER_PAIR = 25e-6
 # The victim pool looks at every victim job (state.victims: preemptible, pods on nodes), most as
-# arrays: 5.8 us per victim job measured at 10,000 nodes (bench_scale's), 7-8 us at 1,000; from
-# below, so a pool that could end in time is always started.
-POOL_SECONDS_PER_JOB = 4e-6
-# The candidate selection ranks each class's nodes (fragmentation rows included): 46-59 ns per
-# class and node measured at 10,000 nodes, ~100 ns at 1,000; from below, as the pool's.
-SELECT_SECONDS_PER_CLASS_NODE = 30e-9
+# arrays: 6.1 us per victim job measured at 10,000 nodes (bench_scale's), 7-8 us at 1,000.
+POOL_SECONDS_PER_JOB = 6e-6
+# The candidate selection ranks each class's nodes (fragmentation rows included): 37 ns per
+# class and node measured at 10,000 nodes (59 with shared GPUs), 51-73 ns at 4,000, ~140 at 1,000.
+SELECT_SECONDS_PER_CLASS_NODE = 35e-9
+# These estimates are the least measured on this machine (bench/bench_build.py): a build that
+# cannot end in time is not started, a build that could is, on a machine of this speed; the
+# pool's own time then tells the machine's speed (other work beside it) to the estimates left.
 
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
 CONSTRAINTS: tuple[Concern, ...] = (Evictions(), NodeCapacity(), Gang(), EvictionFocus(), NoPriorityInversion(),
@@ -66,19 +70,24 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
                 deadline: float | None = None) -> ModelContext:
     """`deadline` (time.perf_counter()): checked between steps; past it, BuildTimeout. Also when
     what is left of the build cannot end before it: the victim pool and the candidate selection
-    are not started when they could not end in time (a 10,000-node build started on the pool's
-    estimate alone ran 0.4 s into the selection and fell back at 0.8 s instead of 0.4 s), nor
-    the model once the pairs are chosen."""
+    are not started when they could not end in time with the model's rows after them (a
+    10,000-node build started on the pool's estimate alone ran 0.4 s into the selection and fell
+    back at 0.8 s instead of 0.4 s), nor the model once the pairs are chosen."""
     def check(left: float = 0.0) -> None:
         if deadline is not None and time.perf_counter() + left > deadline:
             raise BuildTimeout("the model was not built within the time KAI's actions left")
 
     classes = build_classes(state, greedy)
     greedy_nodes = compact(state, greedy, classes, greedy_class_nodes(greedy, classes))   # the hint
-    select = SELECT_SECONDS_PER_CLASS_NODE * len(classes) * len(state.nodes)
-    check((POOL_SECONDS_PER_JOB * len(state.victims) if evictions else 0.0) + select)
+    # the selection, then at least greedy's own pairs' rows
+    after_pool = SELECT_SECONDS_PER_CLASS_NODE * len(classes) * len(state.nodes) \
+        + BUILD_SECONDS_PER_PAIR * sum(len(set(nodes)) for nodes in greedy_nodes.values())
+    pool_estimate = POOL_SECONDS_PER_JOB * len(state.victims) if evictions else 0.0
+    check(pool_estimate + after_pool)
+    t = time.perf_counter()
     pool = build_pool(state, greedy, pending_keys(classes), check) if evictions else None
-    check(select)
+    speed = (time.perf_counter() - t) / pool_estimate if pool_estimate > 0.01 else 1.0
+    check(after_pool * max(1.0, speed))
     pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes, pair_budget, greedy_nodes, pool, check)
     check(BUILD_SECONDS_PER_PAIR * len(pair_ub))
     model = cp_model.CpModel()
