@@ -19,7 +19,7 @@ import numpy as np
 from kai_cp.arrays import distinct
 from kai_cp.jobs import JobInfo
 from kai_cp.model.base import ModelContext
-from kai_cp.model.linear_rows import add_le_rows, upper_bound
+from kai_cp.model.linear_rows import UNBOUNDED, add_le_rows, upper_bound
 
 EV_ROWS, OUTSIDER_ROWS, GROUP_ROWS, RECLAIMER_ROWS = 0, 1, 2, 3      # the order of a node's rows
 
@@ -107,6 +107,7 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     node_rank[nodes] = np.arange(len(nodes))
     e_node_a = np.array(e_node, dtype=np.int64)
     e_var_a = np.array(e_var, dtype=np.int64)
+    e_ub = np.array(e_ub, dtype=np.int64)
     e_vec_a = np.array(e_vec, dtype=np.int64).reshape(-1, width)
     e_group_a = np.array(e_group, dtype=np.int64)
     e_count = np.bincount(e_node_a, minlength=n_nodes)
@@ -159,7 +160,7 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     first = add_rows(node_rank[e_node_a[e_ev]], EV_ROWS, e_ev, np.zeros(len(e_ev), dtype=np.int64))
     ids = first + np.arange(len(e_ev))
     terms.append((np.concatenate([ids, ids]), np.concatenate([e_var_a[e_ev], ev_index[e_node_a[e_ev]]]),
-                  np.concatenate([np.ones(len(e_ev), dtype=np.int64), -np.array(e_ub, dtype=np.int64)[e_ev]])))
+                  np.concatenate([np.ones(len(e_ev), dtype=np.int64), -e_ub[e_ev]])))
     # x <= g + (ub - g) * (1 - ev), i.e. x + (ub - g) * ev <= ub, for outsiders below their bound.
     greedy = np.zeros(len(pair_job), dtype=np.int64)
     for i, g in ctx.greedy_counts.items():
@@ -226,5 +227,11 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     ub = np.concatenate(limits)
     ub_sorted = np.empty(n_rows, dtype=np.int64)
     ub_sorted[position] = ub
+    # Variables' upper bounds (unknown ones unbounded): rows the bounds satisfy are left out.
+    var_ub = np.full(len(m.proto.variables), UNBOUNDED, dtype=np.int64)
+    var_ub[x_index] = pair_ub
+    var_ub[e_var_a] = e_ub
+    var_ub[ev_index[ev_index >= 0]] = 1
+    var_ub[r_index[reclaims]] = 1
     add_le_rows(m, position[np.concatenate([t[0] for t in terms])], np.concatenate([t[1] for t in terms]),
-                np.concatenate([t[2] for t in terms]), ub_sorted)
+                np.concatenate([t[2] for t in terms]), ub_sorted, var_ub)

@@ -27,24 +27,37 @@ def upper_bound(v: cp_model.IntVar) -> int:
 
 
 def add_le_rows(model: cp_model.CpModel, row: np.ndarray, var: np.ndarray, coef: np.ndarray,
-                ub: np.ndarray) -> None:
+                ub: np.ndarray, var_ub: np.ndarray | None = None) -> None:
     """Add `sum(coef[t] * x[var[t]] for t with row[t] == i) <= ub[i]` for i = 0 .. len(ub) - 1,
     in that order. `var` holds proto variable indices (IntVar.index); a row without terms is
-    added empty, as cp_model adds one."""
-    add_rows(model, row, var, coef, np.full(len(ub), INT64_MIN, dtype=np.int64), ub)
+    added empty, as cp_model adds one. `var_ub`: see add_rows."""
+    add_rows(model, row, var, coef, np.full(len(ub), INT64_MIN, dtype=np.int64), ub, var_ub=var_ub)
+
+
+# Row sums below this are exact in float64 (every partial sum an integer under 2^53); a variable
+# whose bound a caller does not know is given UNBOUNDED, which keeps its rows.
+EXACT_SUM = float(1 << 52)
+UNBOUNDED = 1 << 60
 
 
 def add_rows(model: cp_model.CpModel, row: np.ndarray, var: np.ndarray, coef: np.ndarray,
-             lower: np.ndarray, upper: np.ndarray, enforcement: list[list[int]] | None = None) -> None:
+             lower: np.ndarray, upper: np.ndarray, enforcement: list[list[int]] | None = None,
+             var_ub: np.ndarray | None = None) -> None:
     """Rows `lower[i] <= sum(...) <= upper[i]` (see add_le_rows), each only enforced if the
     proto literals `enforcement[i]` hold (a negated one is -index - 1) when given. cp_model writes
     `weighted_sum(...) <= c + k * b` of two or more terms as `k * b - weighted_sum(...) >= -c`
     (the sum defers to the right side's `>=`), i.e. domain [-c, INT64_MAX]: rows replacing such
-    calls give that form (tests/test_linear_rows.py pins cp_model's behaviour)."""
+    calls give that form (tests/test_linear_rows.py pins cp_model's behaviour).
+
+    `var_ub` (per proto variable index, its upper bound; every variable's lower bound 0): rows
+    the bounds alone satisfy are left out. Half the rows of some families are such rows (a node
+    whose every candidate pod fits without what is releasing or freed there): writing them cost
+    ~3 us each and the solver's presolve removes them again."""
     n_rows = len(lower)
     row = np.asarray(row, dtype=np.int64)
     var = np.asarray(var, dtype=np.int64)
     coef = np.asarray(coef, dtype=np.int64)
+    lower, upper = np.asarray(lower, dtype=np.int64), np.asarray(upper, dtype=np.int64)
     if len(row):
         order = np.lexsort((var, row))
         row, var, coef = row[order], var[order], coef[order]
@@ -54,9 +67,23 @@ def add_rows(model: cp_model.CpModel, row: np.ndarray, var: np.ndarray, coef: np
         row, var, coef = row[starts], var[starts], np.add.reduceat(coef, starts)
         keep = coef != 0
         row, var, coef = row[keep], var[keep], coef[keep]
+    if var_ub is not None and n_rows:
+        part = coef.astype(np.float64) * np.asarray(var_ub, dtype=np.float64)[var]
+        most = np.bincount(row, weights=np.maximum(part, 0.0), minlength=n_rows)
+        least = np.bincount(row, weights=np.minimum(part, 0.0), minlength=n_rows)
+        implied = (most - least < EXACT_SUM) & (most <= upper) & (least >= lower)
+        if implied.any():
+            kept = ~implied
+            new_id = np.cumsum(kept) - 1
+            terms = kept[row]
+            row, var, coef = new_id[row[terms]], var[terms], coef[terms]
+            lower, upper = lower[kept], upper[kept]
+            if enforcement is not None:
+                enforcement = [e for e, k in zip(enforcement, kept.tolist()) if k]
+            n_rows = int(kept.sum())
     bounds = np.searchsorted(row, np.arange(n_rows + 1)).tolist()
     variables, coefficients = var.tolist(), coef.tolist()
-    lows, highs = np.asarray(lower, dtype=np.int64).tolist(), np.asarray(upper, dtype=np.int64).tolist()
+    lows, highs = lower.tolist(), upper.tolist()
     constraints = model.proto.constraints
     for i in range(n_rows):
         s, e = bounds[i], bounds[i + 1]

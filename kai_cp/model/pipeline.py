@@ -9,7 +9,7 @@ import numpy as np
 from kai_cp.arrays import distinct
 from kai_cp.model.base import ModelContext
 from kai_cp.model.evictions import freed_max
-from kai_cp.model.linear_rows import INT64_MAX, INT64_MIN, add_rows
+from kai_cp.model.linear_rows import INT64_MAX, INT64_MIN, UNBOUNDED, add_rows
 
 
 PENALTY = 30    # per node that has to wait for releasing resources
@@ -60,11 +60,16 @@ class Pipelining:
         sign = np.where(np.bincount(x_row, minlength=len(rows)) == 1, 1, -1)      # per row: le or ge form
         idle = ctx.idle[row_node, row_col].astype(np.int64)
         x_index = np.array([v.index for v in ctx.x], dtype=np.int64)
+        # Rows the pods' bounds alone satisfy (every candidate pod there fits the idle capacity)
+        # are left out; the node's b then only costs, so the solver leaves it at 0.
+        var_ub = np.full(len(ctx.model.proto.variables), UNBOUNDED, dtype=np.int64)
+        var_ub[x_index] = ctx.pair_ub
+        var_ub[waits[nodes]] = 1
         add_rows(ctx.model,
                  np.concatenate([x_row, np.arange(len(rows))]),
                  np.concatenate([x_index[pair], waits[row_node]]),
                  np.concatenate([sign[x_row] * vecs[pair, col], -sign * releasing[row_node, row_col]]),
-                 np.where(sign == 1, INT64_MIN, -idle), np.where(sign == 1, idle, INT64_MAX))
+                 np.where(sign == 1, INT64_MIN, -idle), np.where(sign == 1, idle, INT64_MAX), var_ub=var_ub)
         ctx.derive_hint(lambda: _hint_waits(ctx, vecs, pair_node))
         ctx.add_term(self.name, uses, weights)
         ctx.levels.added(len(uses) * PENALTY * ctx.levels.scale)   # its range, so higher levels dominate it
