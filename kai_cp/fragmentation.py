@@ -30,7 +30,7 @@ MAX_KINDS = 64
 FULL = 1000
 SCARCITY_WEIGHT = 0.5   # milli-GPU of cost per milli-GPU taken, per unit of extra pressure on a node
 CPU_BOUND_AFTER = 4     # cpu_bound judges the pods' CPU per GPU once they hold 1 / this of the GPUs
-SHARED_ROWS = 512       # nodes measured from which equal rows are measured once (FragIndex._expect_at)
+SHARED_ROWS = 2048      # nodes measured from which equal rows are measured once (FragIndex._expect_at)
 
 
 @dataclass
