@@ -36,14 +36,15 @@ DETERMINISTIC_SHARE = 0.15  # CP-SAT deterministic time per second of time limit
 # most clusters take 0.5-2 ms. A cycle whose greedy left less than this estimate builds no model.
 BUILD_SECONDS_PER_JOB = 1.5e-4
 # Seconds kept back from the solver for decoding, KAI's last action and the result: a base, per
-# placement greedy made, per victim pod the model has variables for. Measured on 13 snapshots
-# (1,000-10,000 nodes, kai-differential, bench_evictions' shapes; 3 s limit, other work beside):
-# all of it took 2-63 ms, at most 35 us per placement (medium-s1: 46 ms for 1,377) and 7 us per
-# eviction decoded (4,000 reclaimed: 52 ms); this keeps 1.9-3x that. (0.08 s + 50 us per
-# placement and per two victims kept 3-50x, and left a 1,000-node shared-GPU cycle's solver no
-# time to find a solution: FALLBACK.)
-DECODE_RESERVE = 0.04
-DECODE_SECONDS_PER_POD = 35e-6
+# placement greedy made, per victim pod the model has variables for (`python bench/bench_decode.py
+# SNAPSHOT ...`). On 16 snapshots (1,000-10,000 nodes, kai-differential, the examples,
+# bench_evictions' shapes; 3 s limit, other work beside the runs) all of it took 2-78 ms, at most
+# 47 us per placement (medium-s1: 65 ms for 1,377) and ~10 us per eviction decoded (4,000
+# reclaimed with 500 placements: 67 ms); this keeps 1.7-3x that. (0.08 s + 50 us per placement
+# and per two victims kept 3-50x, and left a 1,000-node shared-GPU cycle's solver no time to find
+# a solution: FALLBACK.) KAI's eviction actions run after the model are kept back apart (_run).
+DECODE_RESERVE = 0.05
+DECODE_SECONDS_PER_POD = 45e-6
 DECODE_SECONDS_PER_VICTIM = 10e-6
 
 
@@ -210,17 +211,21 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
                            time.perf_counter() - t0, settings, stats, actions=greedy.actions)
     full = greedy
     fixed = unmodelled_evictions(greedy)
+    after_model = 0.0       # seconds KAI's eviction actions will take after the model
     if fixed:
         # The model cannot decide these evictions: it decides the allocation alone (from KAI's
         # allocate as hint) and KAI's eviction actions then run on its answer; greedy's whole
-        # cycle stays the fallback.
+        # cycle stays the fallback. Their time is kept back from the solver too: what they took
+        # in KAI's actions above (those less allocate's, timed again here), with the same budget.
         stats["evictionsBy"] = f"greedy actions after the model ({fixed})"
+        t = time.perf_counter()
         greedy = run_greedy(state, now, evictions=False)
+        after_model = max(0.0, t_greedy - (time.perf_counter() - t))
     t1 = time.perf_counter()
     # Past this point the solver would get less than MIN_SOLVE_SECONDS (the budget below keeps at
     # least this decoding reserve back) and the cycle falls back whatever the model: building it,
     # or going on building it (seconds at 10,000 nodes), would only make the fallback late.
-    deadline = (t0 + settings.time_limit - MIN_SOLVE_SECONDS - DECODE_RESERVE
+    deadline = (t0 + settings.time_limit - MIN_SOLVE_SECONDS - DECODE_RESERVE - after_model
                 - DECODE_SECONDS_PER_POD * len(greedy.session.placements))
     if t1 + BUILD_SECONDS_PER_JOB * len(greedy.order) >= deadline:
         stats["fallbackReason"] = "KAI's actions left too little of the cycle's time limit to build the model"
@@ -244,7 +249,7 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         return CycleResult(state, full.session, full, "cp-sat", "OPTIMAL", float(greedy_objective),
                            float(greedy_objective), time.perf_counter() - t0, settings,
                            {**stats, "solveSeconds": 0.0}, actions=full.actions)
-    budget = settings.time_limit - (time.perf_counter() - t0) - decode_reserve(ctx)
+    budget = settings.time_limit - (time.perf_counter() - t0) - decode_reserve(ctx) - after_model
     outcome = solve(ctx, budget, settings.seed, settings.workers, settings.log,
                     deterministic_limit=settings.time_limit * DETERMINISTIC_SHARE / max(1, settings.workers))
     stats["solveSeconds"] = round(outcome.wall_seconds, 6)

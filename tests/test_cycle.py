@@ -598,3 +598,33 @@ def test_the_victim_pool_and_candidate_selection_stop_at_the_deadline(monkeypatc
     # stopped at the first check past the deadline (the pool's second): within the limit plus one
     # 0.3 s chunk, where the rest of the build would run on past it
     assert res["cycle"]["wallSeconds"] < 0.5 + 0.3
+
+
+def test_the_eviction_actions_after_the_model_are_kept_back_from_the_solver(monkeypatch) -> None:
+    """Where KAI's eviction actions make a move the model cannot decide, they run again after the
+    model, on its answer: the solver's budget keeps back the time they took in KAI's actions
+    (here made 0.3 s), or the cycle would run past its limit by that much."""
+    import time
+
+    import kai_cp.actions.pipeline as pipeline
+    import kai_cp.model.solve as solve_module
+    from kai_cp.cli import _load, _state
+
+    real_evictions, real_solve = pipeline.run_evictions, solve_module.solve
+    budgets: list[float] = []
+
+    def slow_evictions(*args, **kwargs):
+        time.sleep(0.3)
+        return real_evictions(*args, **kwargs)
+
+    def recorded(ctx, budget, *args, **kwargs):
+        budgets.append(budget)
+        return real_solve(ctx, budget, *args, **kwargs)
+    monkeypatch.setattr(pipeline, "run_evictions", slow_evictions)
+    monkeypatch.setattr(solve_module, "solve", recorded)
+    state = _state(_load(str(Path(__file__).resolve().parent.parent / "examples" / "cluster-snapshot.zip"), views=True))
+    res = run_cycle(state, CycleSettings(engine="cp-sat", time_limit=1.0))
+    assert "greedy actions after the model" in res.stats.get("evictionsBy", "")
+    # 1 s less KAI's actions (>= 0.3 s), the model's build, the decoding reserve and >= 0.3 s more
+    assert len(budgets) == 1 and budgets[0] < 0.4, budgets
+    assert res.wall_seconds < 1.0
