@@ -24,10 +24,10 @@ import subprocess
 import sys
 import time
 
+import step_timer   # bench/, beside this script
+
 
 def _child(path: str, time_limit: float) -> None:
-    import functools
-
     from kai_cp.actions.pipeline import run_greedy
     from kai_cp.cli import _load, _state
     from kai_cp.cycle import pair_budget
@@ -38,16 +38,7 @@ def _child(path: str, time_limit: float) -> None:
     steps: dict[str, float] = {}
 
     def timed(owner, name: str, label: str) -> None:
-        inner = getattr(owner, name)
-
-        @functools.wraps(inner)
-        def run(*args, **kwargs):
-            t = time.perf_counter()
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                steps[label] = steps.get(label, 0.0) + time.perf_counter() - t
-        setattr(owner, name, run)
+        setattr(owner, name, step_timer.timed(steps, label, getattr(owner, name)))
 
     for name in ("build_classes", "compact", "build_pool", "select_pairs", "improve_hint", "walk_hint", "_hint"):
         timed(build, name, name)

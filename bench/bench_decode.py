@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import kai_cp.cycle as cycle  # noqa: E402
 from kai_cp.cli import _load, _state  # noqa: E402
+from step_timer import timed  # noqa: E402  (bench/, beside this script)
 
 
 def measure(path: str, time_limit: float) -> dict:
@@ -45,19 +45,10 @@ def measure(path: str, time_limit: float) -> dict:
         seen["victims"] = sum(len(u.tasks) for u, _ in ctx.extensions.get("eviction-units", ()))
         return seen["reserve"]
 
-    def timed(name, inner):
-        def run(*args, **kwargs):
-            t = time.perf_counter()
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                seen[name] = seen.get(name, 0.0) + time.perf_counter() - t
-        return run
-
     cycle.decode_reserve = reserve
-    cycle.short_of_kai = timed("short", originals["short_of_kai"])
-    cycle.run_after_actions = timed("after", originals["run_after_actions"])
-    decode_module.decode = timed("decode", real_decode)
+    cycle.short_of_kai = timed(seen, "short", originals["short_of_kai"])
+    cycle.run_after_actions = timed(seen, "after", originals["run_after_actions"])
+    decode_module.decode = timed(seen, "decode", real_decode)
     try:
         state = _state(_load(path, views=True))
         result = cycle.run_cycle(state, cycle.CycleSettings(engine="cp-sat", time_limit=time_limit))
