@@ -7,11 +7,12 @@ actions as the cycle runs them (bounded eviction search), then `build_model` wit
 limit's pair budget and no deadline. Each repeat is a fresh Python process (the state's caches,
 the fragmentation index among them, are built once per cycle). A measurement tool, not a test.
 
-    python bench/bench_build.py SNAPSHOT [SNAPSHOT ...] [--repeats 3] [--time-limit 1.0] [--top 12]
+    python bench/bench_build.py SNAPSHOT [SNAPSHOT ...] [--repeats 3] [--time-limit 1.0] [--top 12] [--lean]
 
 Prints per snapshot the medians of KAI's actions, the whole build and its steps (the victim pool,
 the candidate selection and in it the fragmentation rows, each concern, the hint), largest first,
-and the model's size.
+and the model's size. `--lean`: the lean model the cycle builds where the full one cannot be
+built in time (kai_cp/model/scope.py), with allocate's decisions as KAI's actions (its hint).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import time
 import step_timer   # bench/, beside this script
 
 
-def _child(path: str, time_limit: float) -> None:
+def _child(path: str, time_limit: float, lean: bool) -> None:
     from kai_cp.actions.pipeline import run_greedy
     from kai_cp.cli import _load, _state
     from kai_cp.cycle import pair_budget
@@ -48,10 +49,12 @@ def _child(path: str, time_limit: float) -> None:
     state = _state(_load(path, views=True))
     with gc_paused():
         t = time.perf_counter()
-        greedy = run_greedy(state, time.time(), bounded=True)
+        # the lean model is built on allocate's decisions (kai_cp/cycle.py)
+        greedy = run_greedy(state, time.time(), bounded=True, evictions=not lean)
         t_greedy = time.perf_counter() - t
         t = time.perf_counter()
-        ctx = build.build_model(state, greedy, pair_budget=pair_budget(state, greedy, time_limit))
+        ctx = build.build_model(state, greedy, pair_budget=pair_budget(state, greedy, time_limit),
+                                evictions=not lean, lean=lean)
         t_build = time.perf_counter() - t
     proto = ctx.model.proto
     print(json.dumps({"greedy": t_greedy, "build": t_build, "steps": steps, "pairs": len(ctx.pair_ub),
@@ -66,16 +69,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--time-limit", type=float, default=1.0, help="the cycle limit whose pair budget is used")
     ap.add_argument("--top", type=int, default=12, help="steps shown, largest first")
+    ap.add_argument("--lean", action="store_true",
+                    help="the lean model (kai_cp/model/scope.py) on allocate's decisions, instead of the full one")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        _child(args.snapshots[0], args.time_limit)
+        _child(args.snapshots[0], args.time_limit, args.lean)
         return 0
     for path in args.snapshots:
         runs = []
         for _ in range(args.repeats):
             proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path,
-                                   "--time-limit", str(args.time_limit)], capture_output=True, text=True, check=True)
+                                   "--time-limit", str(args.time_limit)] + ["--lean"] * args.lean,
+                                  capture_output=True, text=True, check=True)
             runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         med = {k: statistics.median(r[k] for r in runs) for k in ("greedy", "build")}
         last = runs[-1]

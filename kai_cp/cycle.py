@@ -46,6 +46,10 @@ BUILD_SECONDS_PER_JOB = 1.5e-4
 DECODE_RESERVE = 0.05
 DECODE_SECONDS_PER_POD = 45e-6
 DECODE_SECONDS_PER_VICTIM = 10e-6
+# A lean model's solver gets at least this, up to the decoding reserve's base, where that leaves
+# no time to decode a solution that is not greedy's allocation: at 10,000 nodes (bench_scale's)
+# it proved greedy's allocation optimal in 0.03-0.06 s, and 0.01 s found nothing.
+LEAN_SOLVE_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,7 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         # Imported here, before the clock starts: OR-Tools (with pandas) is ~0.5 s of start-up
         # that greedy-only runs and `kai-cp --help` skip.
         from kai_cp.model.build import BuildTimeout, build_model
-        from kai_cp.model.decode import decode
+        from kai_cp.model.decode import decode, is_greedys
         from kai_cp.model.solve import MIN_SOLVE_SECONDS, solve
     t0 = time.perf_counter()
     now = settings.now if settings.now is not None else time.time()
@@ -212,6 +216,12 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     full = greedy
     fixed = unmodelled_evictions(greedy)
     after_model = 0.0       # seconds KAI's eviction actions will take after the model
+    # ... after a lean model (model/scope.py), where greedy's hint is allocate's decisions: when
+    # its eviction actions changed nothing (or, below, when they run after the model anyway).
+    # None: no lean model.
+    lean_after: float | None = None
+    if not fixed and not greedy.session.evictions and not any(a.solved for a in greedy.actions.values()):
+        lean_after = max(0.0, t_greedy - greedy.allocate_seconds)
     if fixed:
         # The model cannot decide these evictions: it decides the allocation alone (from KAI's
         # allocate as hint) and KAI's eviction actions then run on its answer; greedy's whole
@@ -221,6 +231,7 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         t = time.perf_counter()
         greedy = run_greedy(state, now, evictions=False)
         after_model = max(0.0, t_greedy - (time.perf_counter() - t))
+        lean_after = 0.0
     t1 = time.perf_counter()
     # Past this point the solver would get less than MIN_SOLVE_SECONDS (the budget below keeps at
     # least this decoding reserve back) and the cycle falls back whatever the model: building it,
@@ -231,15 +242,25 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         stats["fallbackReason"] = "KAI's actions left too little of the cycle's time limit to build the model"
         return CycleResult(state, full.session, full, "greedy", "FALLBACK", None, None,
                            time.perf_counter() - t0, settings, stats, actions=full.actions)
+    # A lean model's allocation needs decoding and KAI's eviction actions after it only where it
+    # is not greedy's own (which the solver then proved best, or found nothing above): when no
+    # time is left for them then, greedy's cycle is returned. So its build may run until the solver
+    # could still get MIN_SOLVE_SECONDS.
+    lean_deadline = None if lean_after is None else t0 + settings.time_limit - MIN_SOLVE_SECONDS - DECODE_RESERVE
     try:
         ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit),
-                          evictions=not fixed, deadline=deadline)
+                          evictions=not fixed, deadline=deadline, lean_deadline=lean_deadline)
     except (OverflowError, BuildTimeout) as e:   # objective not exact in a double, or out of time
         stats["fallbackReason"] = str(e)
         stats["buildSeconds"] = round(time.perf_counter() - t1, 6)
         return CycleResult(state, full.session, full, "greedy", "FALLBACK", None, None,
                            time.perf_counter() - t0, settings, stats, actions=full.actions)
     t_build = time.perf_counter() - t1
+    lean = bool(ctx.extensions.get("lean"))
+    if lean and not fixed:
+        stats["evictionsBy"] = "greedy actions after the lean model"
+        after_model = lean_after or 0.0
+    stats["modelScope"] = "lean" if lean else "full"
     greedy_objective = ctx.greedy_objective
     proto = ctx.model.proto
     stats.update(buildSeconds=round(t_build, 6), variables=len(proto.variables), constraints=len(proto.constraints),
@@ -249,7 +270,10 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         return CycleResult(state, full.session, full, "cp-sat", "OPTIMAL", float(greedy_objective),
                            float(greedy_objective), time.perf_counter() - t0, settings,
                            {**stats, "solveSeconds": 0.0}, actions=full.actions)
-    budget = settings.time_limit - (time.perf_counter() - t0) - decode_reserve(ctx) - after_model
+    keep = decode_reserve(ctx) + after_model       # decoding any solution, and the actions after it
+    budget = settings.time_limit - (time.perf_counter() - t0) - keep
+    if lean and budget < LEAN_SOLVE_SECONDS:       # then only greedy's own allocation is sure to be usable
+        budget = settings.time_limit - (time.perf_counter() - t0) - DECODE_RESERVE
     outcome = solve(ctx, budget, settings.seed, settings.workers, settings.log,
                     deterministic_limit=settings.time_limit * DETERMINISTIC_SHARE / max(1, settings.workers))
     stats["solveSeconds"] = round(outcome.wall_seconds, 6)
@@ -257,9 +281,17 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     if outcome.counts is None or outcome.objective is None or outcome.objective < greedy_objective:
         return CycleResult(state, full.session, full, "greedy", "FALLBACK", float(greedy_objective),
                            outcome.bound, time.perf_counter() - t0, settings, stats, outcome.log, actions=full.actions)
+    if lean and is_greedys(ctx, outcome.counts):   # KAI's cycle is its decoding, actions included
+        stats["solution"] = "greedy's allocation"
+        return CycleResult(state, full.session, full, "cp-sat", outcome.status, outcome.objective, outcome.bound,
+                           time.perf_counter() - t0, settings, stats, outcome.log, actions=full.actions)
+    if time.perf_counter() + keep - DECODE_RESERVE > t0 + settings.time_limit:
+        stats["fallbackReason"] = "no time was left to decode the model's decisions"
+        return CycleResult(state, full.session, full, "greedy", "FALLBACK", outcome.objective, outcome.bound,
+                           time.perf_counter() - t0, settings, stats, outcome.log, actions=full.actions)
     session = decode(ctx, outcome.counts)
     actions: dict = {}
-    if fixed:
+    if fixed or lean:
         t = time.perf_counter()
         actions = run_evictions(state, session, now, hint_budget(state))
         stats["evictSeconds"] = round(time.perf_counter() - t, 6)

@@ -123,6 +123,7 @@ class SharedLedger:
     best: np.ndarray
     synced: np.ndarray                                    # GPU memory label present (gpu-memory requests)
     _nodes: dict[int, dict[str, Device]] = field(default_factory=dict)
+    _rooms: tuple[np.ndarray, np.ndarray] | None = None   # rooms(), until the next write
 
     @classmethod
     def open(cls, nodes) -> "SharedLedger":
@@ -144,7 +145,22 @@ class SharedLedger:
         """The nodes that have shared GPUs (or had, this cycle), in node order."""
         return sorted({i for i, g in enumerate(self.base) if g} | set(self._nodes))
 
+    def rooms(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every shared GPU's node and room for a new pod (Device.free, -1: none may join), in node
+        order: shared_bound reads them for all nodes at once (one node at a time was a third of
+        the candidate selection at 10,000 nodes)."""
+        if self._rooms is None:
+            nodes, rooms = [], []
+            for n in self.nodes_with_groups():
+                cap = int(self.capacity[n])
+                for d in self.groups(n).values():
+                    nodes.append(n)
+                    rooms.append(d.free(cap))
+            self._rooms = (np.array(nodes, dtype=np.int64), np.array(rooms, dtype=np.int64))
+        return self._rooms
+
     def _writable(self, n: int) -> dict[str, Device]:
+        self._rooms = None
         g = self._nodes.get(n)
         if g is None:
             g = self._nodes[n] = {k: Device(d.used, d.allocated, d.releasing, d.holders) for k, d in self.base[n].items()}
@@ -259,11 +275,12 @@ def shared_bound(request: PodRequest, ledger: SharedLedger, free: np.ndarray) ->
     devices = max(request.devices, 1)
     per_whole = np.where(ok, cap // np.maximum(mem, 1), 0)
     places = np.maximum(free[:, 2], 0) * per_whole
-    for n in np.nonzero(ok & (ledger.best >= mem))[0].tolist():
-        c, m_ = int(cap[n]), int(mem[n])
-        places[n] += sum(max(d.free(c), 0) // m_ for d in ledger.groups(n).values())
+    dev_node, dev_room = ledger.rooms()
+    if len(dev_node):        # pods each shared GPU holds (a device without room adds 0)
+        held = np.maximum(dev_room, 0) // np.maximum(mem, 1)[dev_node]
+        places += np.bincount(dev_node, weights=held, minlength=len(cap)).astype(np.int64)
     if devices > 1:
-        places = np.minimum(places // devices, np.maximum(free[:, 2], 0) + np.array(
-            [len(ledger.groups(n)) for n in range(len(cap))], dtype=np.int64))
+        places = np.minimum(places // devices, np.maximum(free[:, 2], 0)
+                            + np.bincount(dev_node, minlength=len(cap)))
     out[ok] = places[ok]
     return out

@@ -37,3 +37,20 @@ def test_bench_build_times_the_model_the_cycle_builds() -> None:
         assert name in steps, (name, out)
     assert float(steps["select_pairs: class_rows"]) <= float(steps["select_pairs"])
     assert sum(float(steps[k]) for k in steps if k != "select_pairs: class_rows") <= 1000 * float(head.group(2)) + 1
+
+
+def test_bench_build_lean_times_the_lean_model_the_cycle_would_build() -> None:
+    """`--lean`: the lean model (kai_cp/model/scope.py) on allocate's decisions, as the cycle
+    builds it where the full one cannot be built in time: no victim pool, no fragmentation rows."""
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_build.py"), str(SNAPSHOT), "--repeats", "1",
+                          "--top", "40", "--lean"], capture_output=True, text=True, check=True).stdout
+    head = re.search(r"; (\d+) pairs, (\d+) variables, (\d+) constraints", out)
+    assert head is not None, out
+    state = _state(_load(str(SNAPSHOT), views=True))
+    greedy = run_greedy(state, time.time(), evictions=False)
+    ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, 1.0), evictions=False, lean=True)
+    assert [int(x) for x in head.groups()] == [len(ctx.pair_ub), len(ctx.model.proto.variables),
+                                              len(ctx.model.proto.constraints)]
+    steps = dict(re.findall(r"^  (.+?)\s+([\d.]+) ms$", out, re.M))
+    assert "select_pairs" in steps and "build_pool" not in steps and "select_pairs: class_rows" not in steps
+    assert "Fragmentation" not in steps

@@ -464,7 +464,7 @@ def test_a_build_that_passes_the_deadline_stops_and_falls_back(monkeypatch) -> N
 
     monkeypatch.setattr(build, "CONSTRAINTS", (Slow(), After()))
     monkeypatch.setattr(build.build_model, "__defaults__",
-                        (None, (Slow(), After()), build.OBJECTIVE_LEVELS, True, None))
+                        (None, (Slow(), After()), build.OBJECTIVE_LEVELS, True, None, None, False))
     c = Cluster().node("n1", gpus=4).queue("q").job("a", "q", gpus=2)
     res = cycle(c.doc(), "cp-sat", time_limit=0.35).to_json()
     assert res["cycle"]["engine"] == "greedy" and res["cycle"]["status"] == "FALLBACK"
@@ -477,7 +477,9 @@ def test_a_build_whose_pool_and_selection_cannot_end_in_time_is_not_started(monk
     """At 10,000 nodes the victim pool alone fits the time KAI's actions leave, the pool and the
     candidate selection do not: a build started on the pool's estimate ran on into the selection
     and fell back at 0.8 s of a 1 s cycle instead of at once. With a selection estimated past the
-    deadline the cycle falls back before the pool is built; with a quick one it is built."""
+    deadline the pool is not built: the cycle builds the lean model (model/scope.py) where that
+    fits, falls back at once where it does not either; with a quick selection the full model is
+    built."""
     import kai_cp.model.build as build
 
     c = Cluster().queue("q").queue("r").node("n1", gpus=4)
@@ -491,18 +493,23 @@ def test_a_build_whose_pool_and_selection_cannot_end_in_time_is_not_started(monk
     monkeypatch.setattr(build, "build_pool", counted)
     monkeypatch.setattr(build, "SELECT_SECONDS_PER_CLASS_NODE", 10.0)     # 10 s per class and node
     res = cycle(c.doc(), "cp-sat").to_json()
+    assert res["cycle"]["modelScope"] == "lean" and res["cycle"]["status"] != "FALLBACK"
+    assert pools == []
+    monkeypatch.setattr(build, "LEAN_SELECT_SECONDS_PER_CLASS_NODE", 10.0)
+    res = cycle(c.doc(), "cp-sat").to_json()
     assert res["cycle"]["status"] == "FALLBACK" and "not built within" in res["cycle"]["fallbackReason"]
     assert pools == [] and res["cycle"]["wallSeconds"] < 0.5
     monkeypatch.setattr(build, "SELECT_SECONDS_PER_CLASS_NODE", 35e-9)
     res = cycle(c.doc(), "cp-sat").to_json()
-    assert pools == [1] and res["cycle"]["status"] != "FALLBACK"
+    assert pools == [1] and res["cycle"]["status"] != "FALLBACK" and res["cycle"]["modelScope"] == "full"
 
 
 def test_a_pool_slower_than_estimated_stops_the_build_before_the_selection(monkeypatch) -> None:
     """The estimates are this machine's; with other work beside the cycle the pool takes longer,
     and so would the selection: a selection that would fit the deadline at the estimated speed
-    but not at the pool's is not started (the cycle falls back once the pool is built, not after
-    the selection ran into the deadline)."""
+    but not at the pool's is not started: once the pool is built the cycle builds the lean model
+    where that fits at the pool's speed, and falls back at once where it does not (not after the
+    selection ran into the deadline)."""
     import time
 
     import kai_cp.model.build as build
@@ -517,18 +524,22 @@ def test_a_pool_slower_than_estimated_stops_the_build_before_the_selection(monke
         return real_pool(*args, **kwargs)
 
     def counted(*args, **kwargs):
-        selections.append(1)
+        selections.append(kwargs["fragmentation"])
         return real_select(*args, **kwargs)
     monkeypatch.setattr(build, "build_pool", slow_pool)
     monkeypatch.setattr(build, "select_pairs", counted)
     monkeypatch.setattr(build, "POOL_SECONDS_PER_JOB", 0.05)      # one victim job: 0.05 s
     monkeypatch.setattr(build, "SELECT_SECONDS_PER_CLASS_NODE", 0.2)   # one class, one node: 0.2 s
+    monkeypatch.setattr(build, "LEAN_SELECT_SECONDS_PER_CLASS_NODE", 0.2)
     res = cycle(c.doc(), "cp-sat").to_json()
     assert res["cycle"]["status"] == "FALLBACK" and "not built within" in res["cycle"]["fallbackReason"]
     assert selections == [] and res["cycle"]["wallSeconds"] < 0.6
+    monkeypatch.setattr(build, "LEAN_SELECT_SECONDS_PER_CLASS_NODE", 0.01)   # 0.05 s at the pool's speed
+    res = cycle(c.doc(), "cp-sat").to_json()
+    assert selections == [False] and res["cycle"]["modelScope"] == "lean" and res["cycle"]["status"] != "FALLBACK"
     monkeypatch.setattr(build, "SELECT_SECONDS_PER_CLASS_NODE", 0.05)  # 0.25 s at the pool's speed: fits
     res = cycle(c.doc(), "cp-sat").to_json()
-    assert selections == [1] and res["cycle"]["status"] != "FALLBACK"
+    assert selections == [False, True] and res["cycle"]["status"] != "FALLBACK"
 
 
 def test_the_victim_pool_and_candidate_selection_stop_at_the_deadline(monkeypatch) -> None:

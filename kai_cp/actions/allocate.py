@@ -42,6 +42,7 @@ class GreedyResult:
     outcomes: dict[str, JobOutcome]
     actions: dict = field(default_factory=dict)     # eviction action -> ActionOutcome (actions/preemptors.py)
     now: float = 0.0                                # the cycle's clock, for min-runtime protection
+    allocate_seconds: float = 0.0                   # allocate's own time (run_greedy), the actions' after it
 
     @property
     def started_jobs(self) -> set[str]:

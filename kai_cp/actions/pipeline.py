@@ -3,6 +3,8 @@ session the allocation left: consolidation, reclaim, preempt (stale gangs last).
 
 from __future__ import annotations
 
+import time
+
 from kai_cp.actions import min_runtime
 from kai_cp.actions.consolidation import run_consolidation
 from kai_cp.actions.preempt import run_preempt
@@ -109,7 +111,9 @@ def run_greedy(state: ClusterState, now: float, bounded: bool = False, evictions
     `bounded`: the eviction search stops after HINT_WORK simulated placements (as a hint);
     `time_limit`: it stops at the work that limit allows (the greedy engine's cycle); neither:
     it runs to the end, as KAI's do; `evictions=False`: allocate alone."""
+    t = time.perf_counter()
     greedy = run_allocate(state)
+    greedy.allocate_seconds = time.perf_counter() - t
     greedy.now = now
     if evictions and any(a in EVICTING for a in state.config.actions):
         budget = (hint_budget(state) if bounded else

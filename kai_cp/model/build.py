@@ -28,6 +28,7 @@ from kai_cp.model.placement import Placement
 from kai_cp.model.nominated import NominatedFirst
 from kai_cp.model.priority_inversion import NoPriorityInversion
 from kai_cp.model.quota import QueueQuota
+from kai_cp.model.scope import LEAN_SELECT_SECONDS_PER_CLASS_NODE, lean_levels
 from kai_cp.model.stability import KeepGreedyNodes
 from kai_cp.model.topology import Compactness, Topology
 from kai_cp.model.utilisation import Utilisation
@@ -67,34 +68,59 @@ class BuildTimeout(Exception):
 def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | None = None,
                 constraints: tuple[Concern, ...] = CONSTRAINTS,
                 levels: tuple[tuple[Concern, ...], ...] = OBJECTIVE_LEVELS, evictions: bool = True,
-                deadline: float | None = None) -> ModelContext:
+                deadline: float | None = None, lean_deadline: float | None = None, lean: bool = False
+                ) -> ModelContext:
     """`deadline` (time.perf_counter()): checked between steps; past it, BuildTimeout. Also when
     what is left of the build cannot end before it: the victim pool and the candidate selection
     are not started when they could not end in time with the model's rows after them (a
     10,000-node build started on the pool's estimate alone ran 0.4 s into the selection and fell
-    back at 0.8 s instead of 0.4 s), nor the model once the pairs are chosen."""
+    back at 0.8 s instead of 0.4 s), nor the model once the pairs are chosen.
+
+    `lean_deadline`: where the full model would not be started (before the pool, or before the
+    selection once the pool took its time), the lean model (model/scope.py) is built instead,
+    against this deadline (the caller keeps back the eviction actions it then runs after the
+    model); None: no lean model, BuildTimeout. `lean`: the lean model whatever the time (greedy's
+    decisions must then be allocate's alone, as the cycle ensures)."""
     def check(left: float = 0.0) -> None:
         if deadline is not None and time.perf_counter() + left > deadline:
             raise BuildTimeout("the model was not built within the time KAI's actions left")
 
+    def fits(left: float) -> bool:
+        return deadline is None or time.perf_counter() + left <= deadline
+
     classes = build_classes(state, greedy)
-    greedy_nodes = compact(state, greedy, classes, greedy_class_nodes(greedy, classes))   # the hint
+    greedy_nodes = greedy_class_nodes(greedy, classes)
     # the selection, then at least greedy's own pairs' rows
-    after_pool = SELECT_SECONDS_PER_CLASS_NODE * len(classes) * len(state.nodes) \
-        + BUILD_SECONDS_PER_PAIR * sum(len(set(nodes)) for nodes in greedy_nodes.values())
+    own_pairs = BUILD_SECONDS_PER_PAIR * sum(len(set(nodes)) for nodes in greedy_nodes.values())
+    after_pool = SELECT_SECONDS_PER_CLASS_NODE * len(classes) * len(state.nodes) + own_pairs
+    lean_after = LEAN_SELECT_SECONDS_PER_CLASS_NODE * len(classes) * len(state.nodes) + own_pairs
     pool_estimate = POOL_SECONDS_PER_JOB * len(state.victims) if evictions else 0.0
-    check(pool_estimate + after_pool)
-    t = time.perf_counter()
-    pool = build_pool(state, greedy, pending_keys(classes), check) if evictions else None
-    speed = (time.perf_counter() - t) / pool_estimate if pool_estimate > 0.01 else 1.0
-    check(after_pool * max(1.0, speed))
-    pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes, pair_budget, greedy_nodes, pool, check)
+    if lean:
+        deadline = lean_deadline if lean_deadline is not None else deadline
+    elif not fits(pool_estimate + after_pool):
+        lean, deadline = _lean(lean_deadline)
+        check(lean_after)
+    pool = None
+    if evictions and not lean:
+        t = time.perf_counter()
+        pool = build_pool(state, greedy, pending_keys(classes), check)
+        speed = (time.perf_counter() - t) / pool_estimate if pool_estimate > 0.01 else 1.0
+        if not fits(after_pool * max(1.0, speed)):
+            lean, deadline, pool = *_lean(lean_deadline), None
+            check(lean_after * max(1.0, speed))
+    if lean:
+        levels = lean_levels(levels)
+    else:       # the lean model's hint is greedy's allocation as it is (what model/decode.py is_greedys reads)
+        greedy_nodes = compact(state, greedy, classes, greedy_nodes)
+    pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes, pair_budget, greedy_nodes, pool, check,
+                                                  fragmentation=not lean)
     check(BUILD_SECONDS_PER_PAIR * len(pair_ub))
     model = cp_model.CpModel()
     ctx = ModelContext(state=state, greedy=greedy, model=model, classes=classes, pair_class=pair_class,
                        pair_node=pair_node, pair_ub=pair_ub, free=state.table.free, idle=state.table.idle)
     ctx.greedy_counts = pair_counts(pair_class, pair_node, greedy_nodes)
     ctx.extensions["victim-pool"] = pool
+    ctx.extensions["lean"] = lean
     ctx.x = [model.new_bool_var("") if ub == 1 else model.new_int_var(0, int(ub), "") for ub in pair_ub.tolist()]
     for concern in constraints:
         concern.contribute(ctx)
@@ -116,7 +142,7 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     ctx.greedy_objective = ctx.hinted_objective()       # what the fallback is compared with
     if improve_hint(ctx):
         _derive(ctx)
-    else:
+    elif not lean:
         walk_hint(ctx)
     _hint(ctx)
     variables = [v for t in ctx.terms for v in t.variables]
@@ -124,6 +150,12 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     if variables:
         maximize(model, variables, coefficients)
     return ctx
+
+
+def _lean(lean_deadline: float | None) -> tuple[bool, float]:
+    if lean_deadline is None:
+        raise BuildTimeout("the model was not built within the time KAI's actions left")
+    return True, lean_deadline
 
 
 def _derive(ctx: ModelContext) -> None:

@@ -128,19 +128,23 @@ def _whole_domains(nodes: np.ndarray, ub: np.ndarray, grouping, size: int, multi
 
 def select_pairs(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None = None,
                  greedy_nodes: dict[int, list[int]] | None = None, pool=None,
-                 check: Callable[[], None] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 check: Callable[[], None] | None = None, fragmentation: bool = True
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Candidates with wide neighbourhoods while the model stays small, narrow ones beyond.
     Measured on fragmented clusters (bench/bench_fragmentation.py, one solver worker): wide 6x
     instead of 3x places more GPUs than greedy in 14 instead of 13 of 20 200-node seeds and
     starts 1,277 instead of 1,270 gangs; on 1,000 nodes (narrow 1.5x) the outcome is the same,
     and a 3x narrow model or a doubled pair budget leaves the solver too little time on the
     oversubscribed 1,000-node benchmark (bench/bench_cycle.py). `check` is called per class: it
-    raises when the cycle's time is up (a selection over 10,000 nodes takes about a second)."""
+    raises when the cycle's time is up (a selection over 10,000 nodes takes about a second).
+    `fragmentation=False` (the lean model, model/scope.py): nodes ranked without fragmentation
+    rows, and without the fragmentation walk's nodes."""
     memo = _Memo(state, pool)
-    wide = _select(state, greedy, classes, budget, greedy_nodes, CAPACITY_MULTIPLE, MIN_NODES_PER_CLASS, memo, check)
+    args = (state, greedy, classes, budget, greedy_nodes)
+    wide = _select(*args, CAPACITY_MULTIPLE, MIN_NODES_PER_CLASS, memo, check, fragmentation)
     if budget is None or len(wide[0]) <= WIDE_SHARE * budget:
         return wide
-    return _select(state, greedy, classes, budget, greedy_nodes, NARROW_MULTIPLE, 1, memo, check)
+    return _select(*args, NARROW_MULTIPLE, 1, memo, check, fragmentation)
 
 
 class _Memo:
@@ -320,7 +324,8 @@ class _Ranking:
 
 def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], budget: int | None,
             greedy_nodes: dict[int, list[int]] | None, multiple: float, min_nodes: int, memo: _Memo,
-            check: Callable[[], None] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            check: Callable[[], None] | None = None, fragmentation: bool = True
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(class index, node index, upper bound) per candidate pair.
 
     Classes of jobs greedy started come first (they must stay placeable), then the others in
@@ -337,8 +342,8 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         greedy_nodes = greedy_class_nodes(greedy, classes)
 
     cls_out, node_out, ub_out = [], [], []
-    rows = class_rows(state, free0, classes, greedy, check)
-    walk = walked(state)
+    rows = class_rows(state, free0, classes, greedy, check) if fragmentation else None
+    walk = walked(state) if fragmentation else {}
     started = greedy.started_jobs
     used = 0
     for c in sorted(classes, key=lambda c: (c.job.name not in started, c.index)):
@@ -350,6 +355,13 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         if blocked:
             continue
         best_effort = c.tasks[0].request.best_effort
+        if budget is not None and used >= budget:
+            chosen, sel_ub = _own_pairs(state, c, greedy_nodes.get(c.index), walk.get(c.index), reach, memo)
+            used += len(chosen)
+            cls_out.append(np.full(len(chosen), c.index, dtype=np.int64))
+            node_out.append(chosen)
+            ub_out.append(sel_ub)
+            continue
         frag = rows[c.index] if rows is not None else None
         key = (key, id(frag))           # later classes see what earlier ones took (model/frag_rows.py)
         cached = memo.ranked.get(key)
@@ -379,9 +391,7 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         ranking, raw = cached
         if len(ranking.nodes) == 0:
             continue
-        if budget is not None and used >= budget:
-            chosen = ranking.nodes[:0]          # over budget: only greedy's own nodes
-        elif grouping is None:
+        if grouping is None:
             chosen = ranking.prefix(multiple * c.size, min_nodes)
         else:
             dkey = (key, id(grouping[0]), grouping[1], c.size, multiple)
@@ -410,3 +420,35 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty
     return np.concatenate(cls_out), np.concatenate(node_out), np.concatenate(ub_out)
+
+
+def _own_pairs(state: ClusterState, c: PodClass, greedy_nodes: list[int] | None, walk_nodes: list | None,
+               reach: np.ndarray | None, memo: _Memo) -> tuple[np.ndarray, np.ndarray]:
+    """A class past the pair budget: greedy's nodes and the fragmentation walk's (where the class
+    fits), with their bounds, computed on those nodes alone (the class's ranking over every node,
+    never read past the budget, was most of the selection at 10,000 nodes, where the budget is
+    spent by a tenth of the classes)."""
+    if not greedy_nodes:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    chosen = np.array(sorted(set(greedy_nodes)), dtype=np.int64)
+    request = c.tasks[0].request
+    if request.best_effort:
+        walk_nodes = None
+    if walk_nodes:
+        chosen = np.concatenate([chosen, np.array(sorted({n for n, _ in walk_nodes}.difference(chosen.tolist())),
+                                                  dtype=np.int64)])
+    if request.best_effort:
+        raw = np.full(len(chosen), 1 << 40, dtype=np.int64)
+    else:
+        free = state.table.free[chosen]
+        raw = _per_node_bound(free if reach is None else free + reach[chosen], c.vec)
+    if walk_nodes:          # the walk's nodes only where the class fits
+        keep = np.ones(len(chosen), dtype=bool)
+        own = len(set(greedy_nodes))
+        keep[own:] = raw[own:] > 0
+        chosen, raw = chosen[keep], raw[keep]
+    sel_ub = np.minimum(raw if not request.best_effort else np.full(len(chosen), c.size), c.size)
+    if request.is_shared_gpu:
+        sel_ub = np.minimum(sel_ub, memo.shared_bound(request)[chosen])
+    return chosen, sel_ub.astype(np.int64)

@@ -7,11 +7,25 @@ import numpy as np
 
 from kai_cp.actions.allocate import should_pipeline
 from kai_cp.model.base import ModelContext
+from kai_cp.model.candidates import greedy_class_nodes, pair_counts
 from kai_cp.model.victim_pool import _legal
 from kai_cp.model.gpu_sharing import place_shared_chunk
 from kai_cp.actions.preempt import preempt_message
 from kai_cp.actions.reclaim import reclaim_message
 from kai_cp.session import Session
+
+
+def is_greedys(ctx: ModelContext, counts: np.ndarray) -> bool:
+    """Whether the solution puts every class's pods on exactly the nodes greedy's allocation put
+    them (before compaction changed the hint), and no others: then greedy's own session is its
+    decoding, and a lean model's (model/scope.py) eviction actions after it would repeat
+    greedy's. Only for a model without eviction variables."""
+    placed = greedy_class_nodes(ctx.greedy, ctx.classes)
+    want = pair_counts(ctx.pair_class, ctx.pair_node, placed)
+    if sum(want.values()) != sum(len(nodes) for nodes in placed.values()):
+        return False            # greedy put a pod on a node that is no candidate of its class
+    nonzero = np.flatnonzero(counts)
+    return len(nonzero) == len(want) and all(want.get(i) == int(counts[i]) for i in nonzero.tolist())
 
 
 def decode(ctx: ModelContext, counts: np.ndarray) -> Session:

@@ -1,0 +1,195 @@
+"""The lean model (kai_cp/model/scope.py): what a cycle builds when the full model cannot be
+built in the time KAI's actions left.
+
+Why: at 10,000 nodes the full build did not fit a 1 s cycle and the solver never ran. The lean
+model leaves out the eviction variables (KAI's eviction actions run on its allocation after it)
+and the fragmentation terms; everything else a cycle promises must still hold: the invariants of
+tests/test_invariants.py and tests/test_eviction_invariants.py, never worse than greedy, and the
+cycle within its time limit. Here the full build is made to look too slow by its estimates
+(build.SELECT_SECONDS_PER_CLASS_NODE), which is how the cycle meets it at scale.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+from unittest import mock
+
+from hypothesis import HealthCheck, Phase, event, given, settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import clustergen as cg  # noqa: E402
+from clustergen import clusters, contended_clusters  # noqa: E402
+from test_cycle import Cluster, fragmented_cluster, gpus_placed, placed  # noqa: E402
+from test_eviction_invariants import all_errors  # noqa: E402
+from test_invariants import Raw, check_decisions, placed_gpus  # noqa: E402
+
+import kai_cp.cycle as cycle_mod  # noqa: E402
+import kai_cp.model.build as build  # noqa: E402
+from kai_cp.actions.pipeline import run_greedy  # noqa: E402
+from kai_cp.cycle import CycleSettings, run_cycle  # noqa: E402
+from kai_cp.loader import load_snapshot_dict  # noqa: E402
+from kai_cp.state import build_cluster_state  # noqa: E402
+from kai_cp.validate import violations  # noqa: E402
+
+
+@contextmanager
+def full_build_too_slow() -> Iterator[None]:
+    """The full model's selection estimated at 10 s per class and node: never started."""
+    with mock.patch.object(build, "SELECT_SECONDS_PER_CLASS_NODE", 10.0):
+        yield
+
+
+def run(doc: dict[str, Any], engine: str = "cp-sat", time_limit: float = 1.0):
+    state = build_cluster_state(load_snapshot_dict(copy.deepcopy(doc)))
+    res = run_cycle(state, CycleSettings(engine=engine, time_limit=time_limit, seed=0))
+    assert violations(res.state, res.session) == []
+    return res
+
+
+def test_the_lean_model_places_what_greedy_strands_and_kais_actions_run_after_it() -> None:
+    """tests/test_cycle.py's fragmented cluster: KAI's allocate strands j3 and its consolidation
+    then moves a running pod for it. The lean model has no variables for that move, but it moves
+    j1 instead: all three jobs bound, no running pod disturbed, as the full model does. Its
+    allocation is not greedy's, so it is decoded and KAI's eviction actions run on it (they
+    find nothing left to do)."""
+    doc = fragmented_cluster()
+    with full_build_too_slow():
+        res = run(doc)
+    out = res.to_json()
+    c = out["cycle"]
+    assert c["modelScope"] == "lean" and c["engine"] == "cp-sat" and c["status"] in ("OPTIMAL", "FEASIBLE")
+    assert "evictSeconds" in c and "solution" not in c
+    assert placed(out)["default/j1-0"] == "n-b"
+    assert gpus_placed(doc, out) == 5 and out["evictions"] == [] and out["pipelined"] == []
+    assert run(doc).to_json()["cycle"]["modelScope"] == "full"      # where the full model fits
+
+
+def test_kais_eviction_actions_run_on_a_lean_allocation_that_is_not_greedys() -> None:
+    """The fragmented cluster with reclaim and preempt only: KAI's actions evict nothing on
+    greedy's allocation (greedy's hint is allocate's), the lean model moves j1, and the eviction
+    actions KAI would run after allocate run once more, on the model's allocation."""
+    c = Cluster(config=cg.placement_config(actions="allocate, reclaim, preempt"))
+    c.node("n-a", gpus=4).node("n-b", gpus=4).queue("q")
+    c.job("busy-a", "q", gpus=2, running_on=["n-a"]).job("busy-b", "q", gpus=1, running_on=["n-b"])
+    c.job("j1", "q", gpus=1).job("j2", "q", gpus=2).job("j3", "q", gpus=2)
+    calls: list[dict] = []
+    real = cycle_mod.run_evictions
+
+    def recorded(state, session, now, budget=None):
+        calls.append({k: p.node for k, p in session.placements.items()})
+        return real(state, session, now, budget)
+    with full_build_too_slow(), mock.patch.object(cycle_mod, "run_evictions", recorded):
+        res = run(c.doc())
+    out = res.to_json()
+    assert out["cycle"]["modelScope"] == "lean" and out["cycle"]["evictionsBy"] == "greedy actions after the lean model"
+    assert len(calls) == 1 and set(calls[0]) == {"default/j1-0", "default/j2-0", "default/j3-0"}
+    assert placed(out)["default/j1-0"] == "n-b" and gpus_placed(c.doc(), out) == 5
+    assert set(res.actions) == {"reclaim", "preempt"}
+
+
+def test_a_lean_solution_that_is_greedys_allocation_returns_kais_whole_cycle() -> None:
+    """Where the solver's answer is greedy's own allocation, KAI's cycle is that answer's
+    decoding (its eviction actions already ran on it): returned as it is, with the solver's
+    status, no decoding and no second run of the actions."""
+    c = Cluster().node("n1", gpus=4).node("n2", gpus=4).queue("q")
+    c.job("a", "q", gpus=2).job("b", "q", gpus=4)
+    greedy = run(c.doc(), "greedy").to_json()
+    with full_build_too_slow():
+        res = run(c.doc())
+    out = res.to_json()
+    assert out["cycle"]["modelScope"] == "lean" and out["cycle"]["status"] == "OPTIMAL"
+    assert out["cycle"]["solution"] == "greedy's allocation" and "evictSeconds" not in out["cycle"]
+    assert out["binds"] == greedy["binds"] and res.session is res.greedy.session
+
+
+def models(doc: dict[str, Any]):
+    """The lean and the full model of one cycle, on allocate's decisions."""
+    state = build_cluster_state(load_snapshot_dict(doc))
+    greedy = run_greedy(state, time.time(), evictions=False)
+    return (build.build_model(state, greedy, evictions=False, lean=True),
+            build.build_model(state, greedy, evictions=True))
+
+
+def test_the_lean_model_leaves_out_evictions_and_fragmentation_only() -> None:
+    """Built directly. Without victims (the fragmented cluster): every term of the full model
+    but fragmentation's. With victims a queue may reclaim: the full model has the victim pool,
+    eviction units and their cost term, the lean one none of them."""
+    lean, full = models(fragmented_cluster())
+    assert lean.extensions["lean"] and not full.extensions["lean"]
+    lean_terms, full_terms = {t.name for t in lean.terms}, {t.name for t in full.terms}
+    assert "fragmentation" in full_terms and lean_terms == full_terms - {"fragmentation"}
+
+    c = Cluster().node("n1", gpus=4).node("n2", gpus=4).queue("q", gpu=(4, -1, 1)).queue("r", gpu=(0, -1, 1))
+    c.job("run", "r", gpus=4, running_on=["n1"]).job("run2", "r", gpus=3, running_on=["n2"])
+    c.job("want", "q", gpus=4)
+    lean, full = models(c.doc())
+    assert full.extensions["victim-pool"] is not None and full.extensions["eviction-units"]
+    assert "victims" in {t.name for t in full.terms}
+    assert lean.extensions["victim-pool"] is None and not lean.extensions.get("eviction-units")
+    assert "victims" not in {t.name for t in lean.terms}
+
+
+def test_no_lean_model_where_greedys_modelled_evictions_would_be_lost() -> None:
+    """Greedy reclaimed a whole-GPU pod (an eviction the full model decides itself): its hint
+    is not allocate's, so no lean model; a full build that cannot fit falls back at once."""
+    c = Cluster().node("n1", gpus=4).queue("q", gpu=(4, -1, 1)).queue("r", gpu=(0, -1, 1))
+    c.job("run", "r", gpus=4, running_on=["n1"]).job("want", "q", gpus=4)
+    greedy = run(c.doc(), "greedy").to_json()
+    assert [e["action"] for e in greedy["evictions"]] == ["reclaim"], "the cluster no longer reclaims"
+    with full_build_too_slow():
+        out = run(c.doc()).to_json()
+    assert out["cycle"]["status"] == "FALLBACK" and "not built within" in out["cycle"]["fallbackReason"]
+    assert "modelScope" not in out["cycle"] and out["evictions"] == greedy["evictions"]
+
+
+def test_a_lean_solution_left_no_time_to_decode_falls_back_within_the_limit() -> None:
+    """The lean model's solver may run into the time decoding needs (only greedy's own
+    allocation is then sure to be usable): a better solution found then is not decoded past the
+    limit, the cycle returns greedy's."""
+    doc = fragmented_cluster()
+    with full_build_too_slow(), mock.patch.object(cycle_mod, "decode_reserve", lambda ctx: 10.0):
+        out = run(doc).to_json()
+    c = out["cycle"]
+    assert c["status"] == "FALLBACK" and c["fallbackReason"] == "no time was left to decode the model's decisions"
+    assert c["modelScope"] == "lean" and c["wallSeconds"] < 1.0
+    greedy = run(doc, "greedy").to_json()      # greedy's whole cycle: its consolidation's move included
+    assert (out["binds"], out["pipelined"], out["evictions"]) == \
+        (greedy["binds"], greedy["pipelined"], greedy["evictions"])
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=clusters())
+def test_lean_cycles_keep_the_allocation_invariants(doc: dict[str, Any]) -> None:
+    """tests/test_invariants.py's checks on lean cycles (allocation only): every placement
+    valid, and never worse than greedy."""
+    doc = {**doc, "config": {**(doc.get("config") or {}), "actions": "allocate"}}
+    raw = Raw(doc)
+    greedy = run(doc, "greedy", 0.5).to_json()
+    with full_build_too_slow():
+        res = run(doc, "cp-sat", 0.5)
+    out = res.to_json()
+    assert check_decisions(raw, out) == []
+    assert placed_gpus(raw, out) >= placed_gpus(raw, greedy)
+    c = out["cycle"]
+    if c["engine"] == "cp-sat" and c.get("objective") is not None:
+        assert c["objective"] >= c["greedyObjective"]
+    event(f"scope={c.get('modelScope')} status={c['status']} {c.get('solution', '')}")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(doc=contended_clusters())
+def test_lean_cycles_keep_the_eviction_invariants(doc: dict[str, Any]) -> None:
+    """tests/test_eviction_invariants.py's checks on cycles whose model is lean: KAI's
+    eviction actions after it keep every eviction rule."""
+    with full_build_too_slow():
+        res = run(doc, "cp-sat", 0.3)
+    assert all_errors(doc, res, time.time()) == []
+    out = res.to_json()
+    event(f"scope={out['cycle'].get('modelScope')} evictions={bool(out['evictions'])}")
