@@ -24,7 +24,8 @@ is the rest of the cycle's wall time. `total` is the child's wall time from befo
 imports to the end of the cycle (without writing the output); `rss` its peak resident set
 (`ru_maxrss`, OR-Tools' memory included); `cpu` the child's CPU seconds (interpreter start
 included), steadier than wall times on a shared machine. The table shows medians over the
-repeats and the statuses of every repeat.
+repeats and the statuses of every repeat ("lean": the cycle built the lean model,
+kai_cp/model/scope.py).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def _child(path: str, engine: str, time_limit: float) -> None:
     out = {"imports": t_imports, "load": t_load, "state": t_state, "greedy": greedy, "build": build,
            "solve": solve, "decode": max(0.0, doc["wallSeconds"] - greedy - build - solve),
            "cycle": doc["wallSeconds"], "total": time.perf_counter() - t0, "cpu": time.process_time(),
-           "status": doc["status"],
+           "status": doc["status"] + (" lean" if doc.get("modelScope") == "lean" else ""),
            "binds": len(result.to_json().get("binds", [])),
            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     print(json.dumps(out))

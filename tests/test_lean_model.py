@@ -135,6 +135,25 @@ def test_the_lean_model_leaves_out_evictions_and_fragmentation_only() -> None:
     assert "victims" not in {t.name for t in lean.terms}
 
 
+def test_the_lean_model_is_chosen_where_the_full_ones_rows_would_typically_not_end_in_time() -> None:
+    """The start checks' least estimates decide whether a build starts at all; where a lean model
+    can be built, the full one is also not started when its rows would typically take past the
+    deadline (medium-s1: a full build that fit the least estimates left its solver 0.02 s and
+    fell back). Where no lean model can be built, the full one is started as before."""
+    c = Cluster().node("n1", gpus=4).node("n2", gpus=4).queue("q")
+    c.job("a", "q", gpus=2).job("b", "q", gpus=4)
+    with mock.patch.object(build, "TYPICAL_SECONDS_PER_PAIR", 1.0):        # a second per pair
+        out = run(c.doc()).to_json()
+    assert out["cycle"]["modelScope"] == "lean" and out["cycle"]["status"] == "OPTIMAL"
+    assert run(c.doc()).to_json()["cycle"]["modelScope"] == "full"
+
+    r = Cluster().node("n1", gpus=4).queue("q", gpu=(4, -1, 1)).queue("r", gpu=(0, -1, 1))
+    r.job("run", "r", gpus=4, running_on=["n1"]).job("want", "q", gpus=4)       # greedy reclaims
+    with mock.patch.object(build, "TYPICAL_SECONDS_PER_PAIR", 1.0):
+        out = run(r.doc()).to_json()
+    assert out["cycle"]["modelScope"] == "full" and out["cycle"]["status"] != "FALLBACK"
+
+
 def test_no_lean_model_where_greedys_modelled_evictions_would_be_lost() -> None:
     """Greedy reclaimed a whole-GPU pod (an eviction the full model decides itself): its hint
     is not allocate's, so no lean model; a full build that cannot fit falls back at once."""

@@ -49,6 +49,11 @@ SELECT_SECONDS_PER_CLASS_NODE = 35e-9
 # These estimates are the least measured on this machine (bench/bench_build.py): a build that
 # cannot end in time is not started, a build that could is, on a machine of this speed; the
 # pool's own time then tells the machine's speed (other work beside it) to the estimates left.
+# What the model's rows typically take, to build the lean model (model/scope.py) where the full
+# one would likely not end in time (the least measured, above, decide whether a build is started
+# at all): 65 us per pair of the budget and of greedy's own nodes (68-90 us per pair chosen on
+# bench_scale's clusters, which choose ~0.85 as many pairs as these two add up to).
+TYPICAL_SECONDS_PER_PAIR = 65e-6
 
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
 CONSTRAINTS: tuple[Concern, ...] = (Evictions(), NodeCapacity(), Gang(), EvictionFocus(), NoPriorityInversion(),
@@ -90,14 +95,20 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
 
     classes = build_classes(state, greedy)
     greedy_nodes = greedy_class_nodes(greedy, classes)
+    class_nodes = len(classes) * len(state.nodes)
+    own_pairs = sum(len(set(nodes)) for nodes in greedy_nodes.values())
     # the selection, then at least greedy's own pairs' rows
-    own_pairs = BUILD_SECONDS_PER_PAIR * sum(len(set(nodes)) for nodes in greedy_nodes.values())
-    after_pool = SELECT_SECONDS_PER_CLASS_NODE * len(classes) * len(state.nodes) + own_pairs
-    lean_after = LEAN_SELECT_SECONDS_PER_CLASS_NODE * len(classes) * len(state.nodes) + own_pairs
+    after_pool = SELECT_SECONDS_PER_CLASS_NODE * class_nodes + BUILD_SECONDS_PER_PAIR * own_pairs
+    lean_after = LEAN_SELECT_SECONDS_PER_CLASS_NODE * class_nodes + BUILD_SECONDS_PER_PAIR * own_pairs
+    # what the selection and the model's rows typically take (where a lean model may be built instead)
+    typical_after = SELECT_SECONDS_PER_CLASS_NODE * class_nodes \
+        + TYPICAL_SECONDS_PER_PAIR * ((pair_budget or 0) + own_pairs)
+    if lean_deadline is None:
+        typical_after = after_pool
     pool_estimate = POOL_SECONDS_PER_JOB * len(state.victims) if evictions else 0.0
     if lean:
         deadline = lean_deadline if lean_deadline is not None else deadline
-    elif not fits(pool_estimate + after_pool):
+    elif not fits(pool_estimate + max(after_pool, typical_after)):
         lean, deadline = _lean(lean_deadline)
         check(lean_after)
     pool = None
@@ -105,7 +116,7 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
         t = time.perf_counter()
         pool = build_pool(state, greedy, pending_keys(classes), check)
         speed = (time.perf_counter() - t) / pool_estimate if pool_estimate > 0.01 else 1.0
-        if not fits(after_pool * max(1.0, speed)):
+        if not fits(max(after_pool, typical_after) * max(1.0, speed)):
             lean, deadline, pool = *_lean(lean_deadline), None
             check(lean_after * max(1.0, speed))
     if lean:
