@@ -51,9 +51,12 @@ SELECT_SECONDS_PER_CLASS_NODE = 35e-9
 # pool's own time then tells the machine's speed (other work beside it) to the estimates left.
 # What the model's rows typically take, to build the lean model (model/scope.py) where the full
 # one would likely not end in time (the least measured, above, decide whether a build is started
-# at all): 65 us per pair of the budget and of greedy's own nodes (68-90 us per pair chosen on
-# bench_scale's clusters, which choose ~0.85 as many pairs as these two add up to).
-TYPICAL_SECONDS_PER_PAIR = 65e-6
+# at all): 80 us per pair of the budget and of greedy's own nodes (68-90 us per pair chosen on
+# bench_scale's clusters, which choose ~0.85 as many pairs as these two add up to). With the pool's
+# and the selection's least estimates: 0.98-1.0x the full builds measured at 1,000, 4,000 and
+# 10,000 nodes (whole GPUs), 0.8-0.9x with shared GPUs. (65 us: the 4,000-node builds were started
+# and fell back.)
+TYPICAL_SECONDS_PER_PAIR = 80e-6
 
 # Constraints first; objective levels bottom-up (each level must outweigh those before it).
 CONSTRAINTS: tuple[Concern, ...] = (Evictions(), NodeCapacity(), Gang(), EvictionFocus(), NoPriorityInversion(),
@@ -100,7 +103,10 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     # the selection, then at least greedy's own pairs' rows
     after_pool = SELECT_SECONDS_PER_CLASS_NODE * class_nodes + BUILD_SECONDS_PER_PAIR * own_pairs
     lean_after = LEAN_SELECT_SECONDS_PER_CLASS_NODE * class_nodes + BUILD_SECONDS_PER_PAIR * own_pairs
-    # what the selection and the model's rows typically take (where a lean model may be built instead)
+    # what the selection and the model's rows typically take (where a lean model may be built
+    # instead), checked before the pool: the pool's speed against its least estimate (6 us per job
+    # at 10,000 nodes, 8 at 1,000) would scale it past the deadline at 1,000 nodes, where the full
+    # model fits
     typical_after = SELECT_SECONDS_PER_CLASS_NODE * class_nodes \
         + TYPICAL_SECONDS_PER_PAIR * ((pair_budget or 0) + own_pairs)
     if lean_deadline is None:
@@ -116,7 +122,7 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
         t = time.perf_counter()
         pool = build_pool(state, greedy, pending_keys(classes), check)
         speed = (time.perf_counter() - t) / pool_estimate if pool_estimate > 0.01 else 1.0
-        if not fits(max(after_pool, typical_after) * max(1.0, speed)):
+        if not fits(after_pool * max(1.0, speed)):
             lean, deadline, pool = *_lean(lean_deadline), None
             check(lean_after * max(1.0, speed))
     if lean:
