@@ -272,16 +272,23 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
                            {**stats, "solveSeconds": 0.0}, actions=full.actions)
     keep = decode_reserve(ctx) + after_model       # decoding any solution, and the actions after it
     budget = settings.time_limit - (time.perf_counter() - t0) - keep
-    if lean and budget < LEAN_SOLVE_SECONDS:       # then only greedy's own allocation is sure to be usable
+    improve_by = None
+    if lean and budget < LEAN_SOLVE_SECONDS:
+        # Past the time decoding needs, only greedy's own allocation is sure to be usable: a better
+        # solution found later ends the search at once (decoded if time is left, else fallback).
+        improve_by = max(0.0, budget)
         budget = settings.time_limit - (time.perf_counter() - t0) - DECODE_RESERVE
     outcome = solve(ctx, budget, settings.seed, settings.workers, settings.log,
-                    deterministic_limit=settings.time_limit * DETERMINISTIC_SHARE / max(1, settings.workers))
+                    deterministic_limit=settings.time_limit * DETERMINISTIC_SHARE / max(1, settings.workers),
+                    improve_by=improve_by, floor=greedy_objective)
     stats["solveSeconds"] = round(outcome.wall_seconds, 6)
     stats["solverStatus"] = outcome.status
     if outcome.counts is None or outcome.objective is None or outcome.objective < greedy_objective:
         return CycleResult(state, full.session, full, "greedy", "FALLBACK", float(greedy_objective),
                            outcome.bound, time.perf_counter() - t0, settings, stats, outcome.log, actions=full.actions)
-    if lean and is_greedys(ctx, outcome.counts):   # KAI's cycle is its decoding, actions included
+    # A solution that is greedy's allocation and no better (devices of shared GPUs aside, which
+    # the objective weighs): KAI's cycle is its decoding, eviction actions included.
+    if lean and outcome.objective == greedy_objective and is_greedys(ctx, outcome.counts):
         stats["solution"] = "greedy's allocation"
         return CycleResult(state, full.session, full, "cp-sat", outcome.status, outcome.objective, outcome.bound,
                            time.perf_counter() - t0, settings, stats, outcome.log, actions=full.actions)

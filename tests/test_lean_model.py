@@ -212,3 +212,29 @@ def test_lean_cycles_keep_the_eviction_invariants(doc: dict[str, Any]) -> None:
     assert all_errors(doc, res, time.time()) == []
     out = res.to_json()
     event(f"scope={out['cycle'].get('modelScope')} evictions={bool(out['evictions'])}")
+
+
+def test_a_better_solution_found_past_the_decoding_deadline_ends_the_search() -> None:
+    """The lean model's solver may run past the time decoding needs (to prove greedy's
+    allocation optimal): the first better solution found after that point ends the search at
+    once, as does the point itself once one was found, so that what is left may decode it. On
+    examples/showcase-cluster.zip's lean model (proven optimal when let run), with one worker
+    and with two (the single-worker first pass is bounded the same way)."""
+    path = str(Path(__file__).resolve().parent.parent / "examples" / "showcase-cluster.zip")
+    from kai_cp.cli import _load, _state
+    from kai_cp.model.solve import solve
+
+    def lean_model():
+        state = _state(_load(path, views=True))
+        greedy = run_greedy(state, 0.0, evictions=False)
+        return build.build_model(state, greedy, evictions=False, lean=True, pair_budget=6000)
+    ctx = lean_model()
+    best = solve(ctx, 5.0, 0, 1, deterministic_limit=1.0)
+    assert best.status == "OPTIMAL" and best.objective > ctx.greedy_objective
+    for workers in (1, 2):
+        ctx = lean_model()
+        first = solve(ctx, 5.0, 0, workers, deterministic_limit=1.0, improve_by=0.0, floor=ctx.greedy_objective)
+        assert first.status == "FEASIBLE" and ctx.greedy_objective < first.objective < best.objective
+    ctx = lean_model()                  # nothing better than the floor: the search runs to its proof
+    same = solve(ctx, 5.0, 0, 1, deterministic_limit=1.0, improve_by=0.0, floor=best.objective)
+    assert same.status == "OPTIMAL" and same.objective == best.objective

@@ -46,11 +46,35 @@ def _rehint(ctx: ModelContext) -> None:
 MIN_SOLVE_SECONDS = 0.01     # less wall time than this left: the solver is not started
 
 
+class _StopOnceImproved(cp_model.CpSolverSolutionCallback):
+    """Ends the search at the first solution better than `floor` found from `at` (perf_counter)
+    on, or at `at` if one was found before: a solution found later than `at` could not be
+    decoded in time (the lean model's solver runs past that point to prove greedy's allocation
+    optimal or find nothing better, kai_cp/cycle.py)."""
+
+    def __init__(self, solver: cp_model.CpSolver, at: float, floor: float) -> None:
+        super().__init__()
+        self.solver, self.at, self.floor, self.improved = solver, at, floor, False
+
+    def on_solution_callback(self) -> None:
+        if self.objective_value > self.floor:
+            self.improved = True
+            if time.perf_counter() >= self.at:
+                self.stop_search()
+
+    def at_deadline(self) -> None:
+        if self.improved:
+            self.solver.stop_search()
+
+
 def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool = False,
-          deterministic_limit: float | None = None, keep_solution: bool = False) -> SolveOutcome:
+          deterministic_limit: float | None = None, keep_solution: bool = False,
+          improve_by: float | None = None, floor: float | None = None) -> SolveOutcome:
     """Solve within `budget` wall seconds. `deterministic_limit` (CP-SAT deterministic time,
     fixed by the caller from its settings, never from the clock) is what normally ends the
-    search, so the answer does not depend on machine speed; the wall limit is the guard."""
+    search, so the answer does not depend on machine speed; the wall limit is the guard.
+    `improve_by` (seconds from now, with `floor`): a solution better than `floor` found after it
+    ends the search at once (_StopOnceImproved)."""
     t0 = time.perf_counter()
     if budget <= MIN_SOLVE_SECONDS:
         return SolveOutcome("UNKNOWN", None, None, None, 0.0)
@@ -59,9 +83,15 @@ def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool =
         # first improves the hint they start from (measured on a GPU-sharing model: one worker
         # proves it optimal in 0.02 s, two interleaved ones need over a second). Both passes are
         # bounded by deterministic time, so the answer stays reproducible.
-        first = solve(ctx, budget, seed, 1, log, deterministic_limit * FIRST_PASS_SHARE, keep_solution=True)
+        first = solve(ctx, budget, seed, 1, log, deterministic_limit * FIRST_PASS_SHARE, keep_solution=True,
+                      improve_by=improve_by, floor=floor)
         if first.status == "OPTIMAL" or first.counts is None:
             return first
+        if improve_by is not None:
+            if floor is not None and first.objective is not None and first.objective > floor \
+                    and first.wall_seconds >= improve_by:
+                return first
+            improve_by = max(0.0, improve_by - first.wall_seconds)
         _rehint(ctx)
         budget -= first.wall_seconds
         deterministic_limit *= 1 - FIRST_PASS_SHARE
@@ -96,13 +126,19 @@ def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool =
     lines: list[str] = []
     if log:
         solver.log_callback = lines.append
-    guard = threading.Timer(budget, solver.stop_search)
-    guard.daemon = True
-    guard.start()
+    timers = [threading.Timer(budget, solver.stop_search)]
+    watch = None
+    if improve_by is not None and floor is not None and improve_by < budget:
+        watch = _StopOnceImproved(solver, t0 + improve_by, floor)
+        timers.append(threading.Timer(max(0.0, t0 + improve_by - time.perf_counter()), watch.at_deadline))
+    for timer in timers:
+        timer.daemon = True
+        timer.start()
     try:
-        status = solver.solve(ctx.model)
+        status = solver.solve(ctx.model, watch)
     finally:
-        guard.cancel()
+        for timer in timers:
+            timer.cancel()
     wall = time.perf_counter() - t0
     name = STATUS.get(status, str(status))
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
