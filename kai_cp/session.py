@@ -118,7 +118,7 @@ class Session:
         return cls(state=state, idle=idle, releasing=releasing,
                    allocated={q: _exact(v.allocated) for q, v in state.queues.items()},
                    allocated_np={q: _exact(v.allocated_np) for q, v in state.queues.items()}, free=idle + releasing,
-                   shared=SharedLedger.open(state.nodes),
+                   shared=SharedLedger.of_state(state),
                    releasing_nodes=set(np.flatnonzero((releasing > 0).any(axis=1)).tolist()))
 
     def take(self, node: int, from_idle: np.ndarray | None, from_releasing: np.ndarray) -> None:

@@ -603,3 +603,26 @@ def test_shared_bound_counts_every_device_as_one_node_at_a_time_did(seed: int) -
         for request in requests:
             assert np.array_equal(shared_bound(request, ledger, free),
                                   _shared_bound_one_node_at_a_time(request, ledger, free))
+
+
+def test_sessions_of_one_state_share_the_snapshots_devices_and_never_each_others_writes():
+    """Every session's ledger reads the state's shared GPUs once (SharedLedger.of_state); a
+    placement writes a copy of its node's devices, so a second session of the same state (the
+    model's decoding after KAI's allocate) starts from the snapshot's devices, not the first
+    session's."""
+    from kai_cp.session import Session
+
+    doc = snapshot([node("n", gpu=4)], podgroups=[podgroup("s"), podgroup("f")],
+                   pods=[running_frac("s-0", "s", "n", "g1"), reservation("r1", "n", "g1"),
+                         frac("f-0", "f", f="0.25")])
+    st = state_of(doc)
+    first, second = Session.open(st), Session.open(st)
+    assert first.shared.base is second.shared.base
+    before = (st.nodes[0].gpu_groups["g1"].allocated, int(second.shared.best[0]))
+    task = st.jobs["f"].podsets["default"].tasks[0] if "default" in st.jobs["f"].podsets else \
+        next(iter(st.jobs["f"].podsets.values())).tasks[0]
+    first.place(task, 0, pipelined=False, gpu_groups=("g1",))
+    assert first.shared.groups(0)["g1"].allocated == before[0] + M // 4
+    assert second.shared.groups(0)["g1"].allocated == before[0] and int(second.shared.best[0]) == before[1]
+    assert Session.open(st).shared.groups(0)["g1"].allocated == before[0]
+    assert int(first.shared.best[0]) == before[1] - M // 4

@@ -41,7 +41,7 @@ def modelled(task) -> bool:
 def _ledger(state: ClusterState) -> SharedLedger:
     cached = state.__dict__.get("_shared_ledger0")
     if cached is None:
-        cached = state.__dict__["_shared_ledger0"] = SharedLedger.open(state.nodes)
+        cached = state.__dict__["_shared_ledger0"] = SharedLedger.of_state(state)
     return cached
 
 

@@ -35,7 +35,7 @@ def frag_index(state, free: np.ndarray) -> FragIndex | None:
     mix = workload_mix(state)
     idx = None
     if mix is not None:
-        idx = FragIndex(mix, devices_of(state, free, SharedLedger.open(state.nodes)), strand=not cpu_bound(state))
+        idx = FragIndex(mix, devices_of(state, free, SharedLedger.of_state(state)), strand=not cpu_bound(state))
     state.__dict__[key] = idx
     return idx
 

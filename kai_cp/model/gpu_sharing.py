@@ -54,7 +54,7 @@ class GpuSharing:
         shared_pairs = [i for i, c in enumerate(ctx.pair_class.tolist()) if is_shared_class(ctx.classes[c])]
         if not shared_pairs:
             return
-        ledger = SharedLedger.open(state.nodes)
+        ledger = SharedLedger.of_state(state)
         spread = device_spread(state)
         by_node: dict[int, list[int]] = {}
         for i in shared_pairs:
