@@ -238,3 +238,26 @@ def test_a_better_solution_found_past_the_decoding_deadline_ends_the_search() ->
     ctx = lean_model()                  # nothing better than the floor: the search runs to its proof
     same = solve(ctx, 5.0, 0, 1, deterministic_limit=1.0, improve_by=0.0, floor=best.objective)
     assert same.status == "OPTIMAL" and same.objective == best.objective
+
+
+def test_a_pool_slower_than_its_typical_rate_turns_the_full_build_into_the_lean_one() -> None:
+    """Other work beside the cycle shows in the victim pool's own time: where the full model's
+    rows, at the pool's pace against its typical rate, would not end in time, the lean model is
+    built once the pool is done (the pool itself left out of it); at the usual pace the full
+    model is built."""
+    c = Cluster().queue("q").queue("r").node("n1", gpus=4)
+    c.job("run", "r", gpus=4, running_on=["n1"]).job("want", "q", gpus=2)
+    real = build.build_pool
+    pools: list[int] = []
+
+    def slow_pool(*args, **kwargs):
+        pools.append(1)
+        time.sleep(0.2)                                        # 5x the typical rate below
+        return real(*args, **kwargs)
+    with mock.patch.object(build, "POOL_SECONDS_PER_JOB", 0.02), \
+            mock.patch.object(build, "TYPICAL_POOL_SECONDS_PER_JOB", 0.04):
+        with mock.patch.object(build, "build_pool", slow_pool):
+            out = run(c.doc()).to_json()
+        assert pools == [1] and out["cycle"]["modelScope"] == "lean" and out["cycle"]["status"] != "FALLBACK"
+        out = run(c.doc()).to_json()
+        assert out["cycle"]["modelScope"] == "full" and out["cycle"]["status"] != "FALLBACK"
