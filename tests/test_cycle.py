@@ -533,6 +533,7 @@ def test_a_pool_slower_than_estimated_stops_the_build_before_the_selection(monke
     monkeypatch.setattr(build, "LEAN_SELECT_SECONDS_PER_CLASS_NODE", 0.2)
     monkeypatch.setattr(build, "TYPICAL_SECONDS_PER_PAIR", 1e-9)   # the selection's estimate decides
     monkeypatch.setattr(build, "TYPICAL_POOL_SECONDS_PER_JOB", 0.05)
+    monkeypatch.setattr(build, "USEFUL_SOLVE_SECONDS", 0.0)
     res = cycle(c.doc(), "cp-sat").to_json()
     assert res["cycle"]["status"] == "FALLBACK" and "not built within" in res["cycle"]["fallbackReason"]
     assert selections == [] and res["cycle"]["wallSeconds"] < 0.6

@@ -146,6 +146,9 @@ def test_the_lean_model_is_chosen_where_the_full_ones_rows_would_typically_not_e
         out = run(c.doc()).to_json()
     assert out["cycle"]["modelScope"] == "lean" and out["cycle"]["status"] == "OPTIMAL"
     assert run(c.doc()).to_json()["cycle"]["modelScope"] == "full"
+    # a full build that would leave its solver less than USEFUL_SOLVE_SECONDS: the lean one
+    with mock.patch.object(build, "TYPICAL_SECONDS_PER_PAIR", 0.0), mock.patch.object(build, "USEFUL_SOLVE_SECONDS", 10.0):
+        assert run(c.doc()).to_json()["cycle"]["modelScope"] == "lean"
 
     r = Cluster().node("n1", gpus=4).queue("q", gpu=(4, -1, 1)).queue("r", gpu=(0, -1, 1))
     r.job("run", "r", gpus=4, running_on=["n1"]).job("want", "q", gpus=4)       # greedy reclaims

@@ -57,6 +57,10 @@ SELECT_SECONDS_PER_CLASS_NODE = 35e-9
 # 10,000 nodes (whole GPUs), 0.8-0.9x with shared GPUs. (65 us: the 4,000-node builds were started
 # and fell back.)
 TYPICAL_SECONDS_PER_PAIR = 80e-6
+# A full model is built instead of the lean one only where its solver would typically still get
+# this much: one built just in time leaves its solver nothing (1,000 nodes: solve 0.00-0.04 s,
+# FALLBACK), where the lean model's is proven optimal in ~0.13 s.
+USEFUL_SOLVE_SECONDS = 0.1
 # The victim pool's typical rate, to tell a machine slower than usual (other work beside it) by the
 # pool's own time: 7-8 us per victim job at 1,000 nodes, 6 at 10,000.
 TYPICAL_POOL_SECONDS_PER_JOB = 8e-6
@@ -111,7 +115,7 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     # least, 6 us per job at 10,000 nodes where 1,000 take 8, it pushed 1,000-node builds that
     # fit into the lean model)
     typical_after = SELECT_SECONDS_PER_CLASS_NODE * class_nodes \
-        + TYPICAL_SECONDS_PER_PAIR * ((pair_budget or 0) + own_pairs)
+        + TYPICAL_SECONDS_PER_PAIR * ((pair_budget or 0) + own_pairs) + USEFUL_SOLVE_SECONDS
     if lean_deadline is None:
         typical_after = after_pool
     pool_estimate = POOL_SECONDS_PER_JOB * len(state.victims) if evictions else 0.0
