@@ -46,9 +46,10 @@ BUILD_SECONDS_PER_JOB = 1.5e-4
 DECODE_RESERVE = 0.05
 DECODE_SECONDS_PER_POD = 45e-6
 DECODE_SECONDS_PER_VICTIM = 10e-6
-# A lean model's solver gets at least this, up to the decoding reserve's base, where that leaves
-# no time to decode a solution that is not greedy's allocation: at 10,000 nodes (bench_scale's)
-# it proved greedy's allocation optimal in 0.03-0.06 s, and 0.01 s found nothing.
+# Where keeping back the time decoding needs leaves a lean model's solver less than this, it runs
+# until the decoding reserve's base instead (greedy's own allocation is then usable, and a better
+# solution only if found in time to decode it): at 10,000 nodes (bench_scale's) it proved greedy's
+# allocation optimal in 0.03-0.06 s, and 0.01 s found nothing.
 LEAN_SOLVE_SECONDS = 0.1
 
 

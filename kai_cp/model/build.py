@@ -91,11 +91,13 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     10,000-node build started on the pool's estimate alone ran 0.4 s into the selection and fell
     back at 0.8 s instead of 0.4 s), nor the model once the pairs are chosen.
 
-    `lean_deadline`: where the full model would not be started (before the pool, or before the
-    selection once the pool took its time), the lean model (model/scope.py) is built instead,
-    against this deadline (the caller keeps back the eviction actions it then runs after the
-    model); None: no lean model, BuildTimeout. `lean`: the lean model whatever the time (greedy's
-    decisions must then be allocate's alone, as the cycle ensures)."""
+    `lean_deadline`: where the full model would not be started, or would typically not end with
+    USEFUL_SOLVE_SECONDS left for its solver (checked before the pool and, at the pool's pace,
+    after it), the lean model (model/scope.py) is built instead, against this deadline (the
+    cycle decodes a lean solution, and runs KAI's eviction actions after it, only where it is not
+    greedy's allocation and time is left); None: no lean model, BuildTimeout. `lean`: the lean
+    model whatever the time (greedy's decisions must then be allocate's alone, as the cycle
+    ensures)."""
     def check(left: float = 0.0) -> None:
         if deadline is not None and time.perf_counter() + left > deadline:
             raise BuildTimeout("the model was not built within the time KAI's actions left")

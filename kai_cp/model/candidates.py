@@ -431,24 +431,17 @@ def _own_pairs(state: ClusterState, c: PodClass, greedy_nodes: list[int] | None,
     if not greedy_nodes:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
-    chosen = np.array(sorted(set(greedy_nodes)), dtype=np.int64)
     request = c.tasks[0].request
-    if request.best_effort:
-        walk_nodes = None
-    if walk_nodes:
-        chosen = np.concatenate([chosen, np.array(sorted({n for n, _ in walk_nodes}.difference(chosen.tolist())),
-                                                  dtype=np.int64)])
-    if request.best_effort:
-        raw = np.full(len(chosen), 1 << 40, dtype=np.int64)
+    own = np.array(sorted(set(greedy_nodes)), dtype=np.int64)
+    if request.best_effort:      # no bound of its own, and no walk nodes (as within the budget)
+        chosen, sel_ub = own, np.full(len(own), c.size, dtype=np.int64)
     else:
+        walk = sorted({n for n, _ in walk_nodes or ()}.difference(own.tolist()))
+        chosen = np.concatenate([own, np.array(walk, dtype=np.int64)])
         free = state.table.free[chosen]
         raw = _per_node_bound(free if reach is None else free + reach[chosen], c.vec)
-    if walk_nodes:          # the walk's nodes only where the class fits
-        keep = np.ones(len(chosen), dtype=bool)
-        own = len(set(greedy_nodes))
-        keep[own:] = raw[own:] > 0
-        chosen, raw = chosen[keep], raw[keep]
-    sel_ub = np.minimum(raw if not request.best_effort else np.full(len(chosen), c.size), c.size)
+        keep = (np.arange(len(chosen)) < len(own)) | (raw > 0)      # the walk's nodes where the class fits
+        chosen, sel_ub = chosen[keep], np.minimum(raw[keep], c.size)
     if request.is_shared_gpu:
         sel_ub = np.minimum(sel_ub, memo.shared_bound(request)[chosen])
     return chosen, sel_ub.astype(np.int64)

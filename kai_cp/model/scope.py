@@ -13,8 +13,10 @@ soft preferences, and leaves out:
 - the fragmentation terms and rows (kai_cp/model/fragmentation.py, frag_rows.py): candidates are
   ranked by the placement strategy's free capacity, as KAI's own scoring does.
 
-Only the time decides it, at the build's start checks, where the full model would otherwise not
-be started: every cycle that built the full model before builds the same one.
+Only the time decides it, at the build's start (kai_cp/model/build.py): where the full model would
+not be started at all (the least estimates of its steps), or would typically not end with time
+left for its solver (typical estimates, scaled by the victim pool's pace once it is built). A
+cycle with time for the full model builds it as before.
 """
 
 from __future__ import annotations
