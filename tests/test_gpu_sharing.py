@@ -540,26 +540,25 @@ def test_a_nodes_fragmentation_figures_do_not_depend_on_the_other_nodes():
 
 
 def _shared_bound_one_node_at_a_time(request, ledger, free: np.ndarray) -> np.ndarray:
-    """kai_cp.gpu_sharing.shared_bound as it was written before it read all devices at once."""
+    """The bound read node by node, device by device (as shared_bound was written before it read
+    all devices at once): a node whose GPUs cannot take the pod's memory (or, for a GPU-memory
+    request, whose memory label is missing) holds none; others hold what their idle whole GPUs
+    and each shared GPU's room take, a multi-device pod at most one per distinct device."""
     from kai_cp.gpu_sharing import task_memory_vector
 
-    cap = ledger.capacity
-    mem = task_memory_vector(request, cap)
-    out = np.zeros(len(cap), dtype=np.int64)
-    ok = (mem > 0) & (mem <= cap)
-    if request.kind == "GpuMemory":
-        ok &= ledger.synced
-    devices = max(request.devices, 1)
-    per_whole = np.where(ok, cap // np.maximum(mem, 1), 0)
-    places = np.maximum(free[:, 2], 0) * per_whole
-    for n in np.nonzero(ok & (ledger.best >= mem))[0].tolist():
-        c, m_ = int(cap[n]), int(mem[n])
-        places[n] += sum(max(d.free(c), 0) // m_ for d in ledger.groups(n).values())
-    if devices > 1:
-        places = np.minimum(places // devices, np.maximum(free[:, 2], 0) + np.array(
-            [len(ledger.groups(n)) for n in range(len(cap))], dtype=np.int64))
-    out[ok] = places[ok]
-    return out
+    mem_of = task_memory_vector(request, ledger.capacity)
+    out = []
+    for n in range(len(ledger.capacity)):
+        cap, mem, whole = int(ledger.capacity[n]), int(mem_of[n]), max(int(free[n, 2]), 0)
+        if not 0 < mem <= cap or (request.kind == "GpuMemory" and not ledger.synced[n]):
+            out.append(0)
+            continue
+        devices = ledger.groups(n).values()
+        held = whole * (cap // mem) + sum(max(d.free(cap), 0) // mem for d in devices)
+        if request.devices > 1:
+            held = min(held // request.devices, whole + len(devices))
+        out.append(held)
+    return np.array(out, dtype=np.int64)
 
 
 @pytest.mark.parametrize("seed", range(12))
