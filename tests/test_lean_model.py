@@ -25,17 +25,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import clustergen as cg  # noqa: E402
 from clustergen import clusters, contended_clusters  # noqa: E402
-from test_cycle import Cluster, fragmented_cluster, gpus_placed, placed  # noqa: E402
+from test_cycle import Cluster, cycle, fragmented_cluster, gpus_placed, placed  # noqa: E402
 from test_eviction_invariants import all_errors  # noqa: E402
 from test_invariants import Raw, check_decisions, placed_gpus  # noqa: E402
 
 import kai_cp.cycle as cycle_mod  # noqa: E402
 import kai_cp.model.build as build  # noqa: E402
 from kai_cp.actions.pipeline import run_greedy  # noqa: E402
-from kai_cp.cycle import CycleSettings, run_cycle  # noqa: E402
 from kai_cp.loader import load_snapshot_dict  # noqa: E402
 from kai_cp.state import build_cluster_state  # noqa: E402
-from kai_cp.validate import violations  # noqa: E402
 
 
 @contextmanager
@@ -46,10 +44,8 @@ def full_build_too_slow() -> Iterator[None]:
 
 
 def run(doc: dict[str, Any], engine: str = "cp-sat", time_limit: float = 1.0):
-    state = build_cluster_state(load_snapshot_dict(copy.deepcopy(doc)))
-    res = run_cycle(state, CycleSettings(engine=engine, time_limit=time_limit, seed=0))
-    assert violations(res.state, res.session) == []
-    return res
+    """tests/test_cycle.py's cycle (violations checked) on a copy: the checks read the document after."""
+    return cycle(copy.deepcopy(doc), engine, time_limit)
 
 
 def test_the_lean_model_places_what_greedy_strands_and_kais_actions_run_after_it() -> None:

@@ -116,14 +116,13 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     # instead); after the pool scaled by the pool's speed against its typical rate (against its
     # least, 6 us per job at 10,000 nodes where 1,000 take 8, it pushed 1,000-node builds that
     # fit into the lean model)
-    typical_after = SELECT_SECONDS_PER_CLASS_NODE * class_nodes \
+    # (at least after_pool, which uses the least rates; without a lean model only after_pool counts)
+    typical_after = after_pool if lean_deadline is None else SELECT_SECONDS_PER_CLASS_NODE * class_nodes \
         + TYPICAL_SECONDS_PER_PAIR * ((pair_budget or 0) + own_pairs) + USEFUL_SOLVE_SECONDS
-    if lean_deadline is None:
-        typical_after = after_pool
     pool_estimate = POOL_SECONDS_PER_JOB * len(state.victims) if evictions else 0.0
     if lean:
         deadline = lean_deadline if lean_deadline is not None else deadline
-    elif not fits(pool_estimate + max(after_pool, typical_after)):
+    elif not fits(pool_estimate + typical_after):
         lean, deadline = _lean(lean_deadline)
         check(lean_after)
     pool = None
