@@ -40,6 +40,7 @@ def _assert_same(a: Pool | None, b: Pool | None) -> None:
     for key, arr in a.reach.items():
         assert np.array_equal(arr, b.reach[key]), key
     assert np.array_equal(a.loses, b.loses) and a.reclaimers == b.reclaimers
+    assert np.array_equal(a.kai, b.kai)
     assert sorted(zip(a.member_unit.tolist(), a.member_node.tolist())) \
         == sorted(zip(b.member_unit.tolist(), b.member_node.tolist()))
 
@@ -66,7 +67,9 @@ def _check_justified(state, classes, pool: Pool, seed: int) -> None:
     rng = random.Random(seed)
     pairs = [(rng.randrange(len(state.nodes)), rng.choice(classes).job) for _ in range(rng.randint(1, 12))]
     node = np.array([n for n, _ in pairs], dtype=np.int64)
-    want = [u.index for u in pool.units if any(_legal(u, job) for n, job in pairs if n in u.node_tasks)]
+    # (and the units KAI's actions evicted from, whatever the pairs)
+    want = [u.index for u in pool.units
+            if pool.kai[u.index] or any(_legal(u, job) for n, job in pairs if n in u.node_tasks)]
     assert [u.index for u in pool.justified(node, [job for _, job in pairs])] == want
     # freeable_under (a queue limit's room): what the job's legal victims inside the queue hold
     job = rng.choice(classes).job

@@ -91,6 +91,11 @@ class ModelContext:
     def hinted(self, var: cp_model.IntVar) -> int:
         return self.hints.get(var.index, (var, 0))[1]
 
+    def hinted_index(self, index: int) -> int:
+        """`hinted` by proto variable index."""
+        hit = self.hints.get(index)
+        return 0 if hit is None else hit[1]
+
     def derive_hint(self, derive: Callable[[], None]) -> None:
         """Register the hint of an auxiliary variable (an indicator, a slack) that follows the
         decision variables' hints: build.py runs it once greedy's hint is complete and again after

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from ortools.sat.python import cp_model
 
 from kai_cp.actions.allocate import GreedyResult
@@ -142,12 +144,21 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     pair_class, pair_node, pair_ub = select_pairs(state, greedy, classes, pair_budget, greedy_nodes, pool, check,
                                                   fragmentation=not lean)
     check(BUILD_SECONDS_PER_PAIR * len(pair_ub))
+    counts = pair_counts(pair_class, pair_node, greedy_nodes)
+    # A pair's bound counts the capacity its class's own legal victims free; KAI also pipelines a
+    # job onto what another preemptor's evictions left over, so greedy's pods bound it from below
+    # (its node's capacity rows are then always written: model/node_capacity.py).
+    kai_counts = np.zeros(len(pair_ub), dtype=pair_ub.dtype)
+    kai_counts[list(counts)] = list(counts.values())
+    raised = np.flatnonzero(kai_counts > pair_ub)
+    pair_ub = np.maximum(pair_ub, kai_counts)
     model = cp_model.CpModel()
     ctx = ModelContext(state=state, greedy=greedy, model=model, classes=classes, pair_class=pair_class,
                        pair_node=pair_node, pair_ub=pair_ub, free=state.table.free, idle=state.table.idle)
-    ctx.greedy_counts = pair_counts(pair_class, pair_node, greedy_nodes)
+    ctx.greedy_counts = counts
     ctx.extensions["victim-pool"] = pool
     ctx.extensions["lean"] = lean
+    ctx.extensions["raised-pairs"] = raised
     ctx.x = [model.new_bool_var("") if ub == 1 else model.new_int_var(0, int(ub), "") for ub in pair_ub.tolist()]
     for concern in constraints:
         concern.contribute(ctx)

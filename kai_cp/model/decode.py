@@ -162,6 +162,17 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
                     session.convert_to_pipelined(pick[1])
                     ordered = order_on_nodes()
                 break
+        if pick is None:
+            # KAI's own eviction (the model keeps greedy's evictions possible without a candidate
+            # beside them: KAI's scenarios evict a victim job on nodes its preemptor then does not
+            # use): KAI's preemptor, which the model keeps started.
+            kai = ctx.greedy.session.evictions.get(t.key)
+            if kai is not None and kai.for_job in state.jobs and any(
+                    p.key in session.placements for p in state.jobs[kai.for_job].tasks):
+                pick = (kai.action, state.jobs[kai.for_job])
+                if not any(session.placements[p.key].pipelined for p in pick[1].tasks if p.key in session.placements):
+                    session.convert_to_pipelined(pick[1])
+                    ordered = order_on_nodes()
         if pick is None:          # cannot happen with the model's justification constraints
             raise AssertionError(f"eviction of {t.key} has no preemptor placed on its nodes")
         action, job = pick

@@ -147,13 +147,17 @@ class Evictions:
 
         for u in units:
             lits = justification(u, u.nodes)
-            if not lits:
+            # KAI's actions evict victims on nodes their preemptor then does not use (a scenario
+            # evicts before it simulates): what greedy evicted stays possible without a candidate
+            # pair beside it.
+            kai = sum(1 for t in u.tasks if t.key in greedy_ev)
+            if not lits and not kai:
                 continue
             if u.kind == "pods":
                 n = u.nodes[0]
                 k = m.new_int_var(0, len(u.tasks), "")
-                ctx.hint(k, sum(1 for t in u.tasks if t.key in greedy_ev))
-                m.add(k <= len(u.tasks) * sum(lits))
+                ctx.hint(k, kai)
+                m.add((k <= len(u.tasks) * sum(lits) + kai) if kai else (k <= len(u.tasks) * sum(lits)))
                 freed.setdefault(n, []).append((k, u.vec))
                 by_queue.setdefault(u.queue, []).append((k, u.vec))
                 unit_vars.append((u, [(u.tasks, k, "first")]))
@@ -204,7 +208,8 @@ class Evictions:
             # ordered these rows differently from run to run, and the model proto with them.
             for v in dict.fromkeys(v for v, _ in total_pods):
                 ub = len(u.tasks)
-                m.add(v <= ub * sum(lits))
+                kept = ctx.hinted(v)        # (greedy's evictions: see the pods units above)
+                m.add((v <= ub * sum(lits) + kept) if kept else (v <= ub * sum(lits)))
             unit_vars.append((u, plan))
             evict_vars.extend(v for v, _ in total_pods)
             pod_terms.extend(total_pods)
@@ -259,6 +264,13 @@ class Evictions:
                     continue
                 before = _before_last(level, alloc[level.name]["gpu"])
                 share = _before_last(level, alloc[level.name]["gpu"], quota=False)
+                # What KAI's actions took here (greedy's evictions, the hint): they judged gate 2
+                # on the cycle's allocation, after allocate, where these rules read the snapshot's;
+                # the level may lose at least that much, so greedy's decisions stay a solution.
+                kai = _hinted(ctx, [(uv, c) for _, c, _, uv in terms])
+                if kai:
+                    before = kai if before is None else max(before, kai)
+                    share = None if share is None else max(share, kai)
                 chunks = sorted({u.chunk for _, _, u, _ in terms})
                 worst = sum(c * (_ub(v)) for v, c, _, _ in terms)
                 beside = [_beside(state, r, level)
@@ -268,6 +280,8 @@ class Evictions:
                 # the quota route below is conditional: what the share route allows decides the skip
                 quota_wider = before is not None and (share is None or share < before)
                 widest = share if quota_wider else before
+                if floor is not None:
+                    floor = max(floor, kai)
                 floored = floor is not None and worst > floor
                 gate2_holds = worst <= (widest + chunks[-1] if widest is not None else 0)
                 if not floored and gate2_holds:

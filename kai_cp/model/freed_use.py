@@ -196,10 +196,16 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     has_lhs[owner] = True
     live = np.flatnonzero(has_lhs)
     row_of = np.full(len(cand_g), -1, dtype=np.int64)
-    first = add_rows(node_rank[g_node_a[cand_g[live]]], GROUP_ROWS, live,
-                     ctx.free[g_node_a[cand_g[live]], cand_r[live]].astype(np.int64))
+    group_limit = ctx.free[g_node_a[cand_g[live]], cand_r[live]].astype(np.int64)
+    first = add_rows(node_rank[g_node_a[cand_g[live]]], GROUP_ROWS, live, group_limit)
     row_of[live] = first + np.arange(len(live))
     terms.append((row_of[owner], x_index[k], amount))
+    # What KAI's own decisions (the hint) put there beyond the row's capacity: KAI pipelines a job
+    # onto what an earlier preemptor's evictions freed and it left over, so the rows admit that
+    # much more (greedy's decisions stay a solution; no more than KAI did goes to other jobs).
+    kai_use = np.zeros(len(cand_g), dtype=np.int64)
+    np.add.at(kai_use, owner, amount * greedy[k])
+    kai_use = kai_use[live]
     # Reclaim relaxation: per row and reclaiming queue among the group's reclaimers, that
     # queue's pods' most (amount x pair bound), offset when the queue reclaims.
     g_recl = membership(g_reclaimers)
@@ -218,6 +224,10 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     other = (e_group_a[pos] != cand_g[live][owner]) & (e_vec_a[pos, cand_r[live][owner]] > 0)
     owner, pos = owner[other], pos[other]
     terms.append((row_of[live][owner], e_var_a[pos], -e_vec_a[pos, cand_r[live][owner]]))
+    e_hint = np.array([ctx.hinted_index(v) for v in e_var], dtype=np.int64)
+    kai_freed = np.zeros(len(live), dtype=np.int64)
+    np.add.at(kai_freed, owner, e_vec_a[pos, cand_r[live][owner]] * e_hint[pos])
+    group_limit += np.maximum(0, kai_use - kai_freed - group_limit)
 
     if not n_rows:
         return

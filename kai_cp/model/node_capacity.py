@@ -27,6 +27,7 @@ class NodeCapacity:
         count = np.bincount(pair_node, minlength=n_nodes)
         checked = count >= 2
         checked[[n for n in freed if count[n] > 0]] = True
+        checked[pair_node[ctx.extensions.get("raised-pairs", [])]] = True     # bounds above capacity
         needed = checked[:, None] & (load > ctx.free)
         row_node, row_col = np.nonzero(needed)
         row_of = np.full((n_nodes, width), -1, dtype=np.int64)

@@ -70,6 +70,7 @@ class Pool:
     member_unit: np.ndarray                            # per running pod of a unit: the unit and its node
     member_node: np.ndarray
     make: Callable[[int], Unit]
+    kai: np.ndarray | None = None                      # per unit: KAI's actions (greedy) evicted from it
     made: dict[int, Unit] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -87,8 +88,9 @@ class Pool:
 
     def justified(self, pair_node: np.ndarray, pair_job: list[JobInfo]) -> list[Unit]:
         """The units some candidate pair may evict (_legal): a pair on one of the unit's nodes
-        whose job preempts it or whose queue reclaims it; in unit order. The model gives only
-        these a variable: 560 of 12,834 units on candidates' nodes at 10,000 nodes."""
+        whose job preempts it or whose queue reclaims it; and those KAI's actions evicted from. In
+        unit order. The model gives only these a variable: 560 of 12,834 units on candidates'
+        nodes at 10,000 nodes."""
         if len(pair_node) == 0 or len(self) == 0:
             return []
         code = {q: i for i, q in enumerate(self.queue_names)}
@@ -109,6 +111,8 @@ class Pool:
             nodes = pair_node[pair_queue == code.get(r, -2)]
             if len(nodes):
                 ok |= units[mu] & np.isin(mn, nodes)
+        if self.kai is not None:
+            ok |= self.kai[mu]
         return [self.unit(i) for i in distinct(mu[ok]).tolist()]
 
     def legal(self, job: JobInfo) -> np.ndarray:
@@ -323,9 +327,12 @@ class _Rules:
             hit = self.ordered.get(vkey)
             if hit is None:
                 hit = self.ordered[vkey] = self.next_order.passing(recl, job.queue, vreq)
-            # KAI's own reclaims stay possible, so greedy's decisions stay a solution (its
-            # preemptor is nominated: next cycle serves it first, as for greedy's cycle)
-            recl = hit | (recl & self.greedy_reclaimed.get(job.name, frozenset()))
+            recl = hit
+        # KAI's own reclaims stay possible whatever the gates above judge on the snapshot's
+        # allocation (KAI's actions judged them on the cycle's, after allocate placed its jobs), so
+        # greedy's decisions stay a solution (its preemptor is nominated: next cycle serves it
+        # first, as for greedy's cycle).
+        recl = recl | self.greedy_reclaimed.get(job.name, frozenset())
         if not pre and not recl:
             return None
         if _single_pod(job):
@@ -412,7 +419,9 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
                              minlength=count) > 0
     allowed = np.array([rules.allowance[q] >= 0 for q in names] + [False], dtype=bool)
     reclaimable = holds_gpus & allowed[vp.queue] if rules.reclaimers else np.zeros(count, dtype=bool)
-    alone = known & (placed | reclaimable) if not one_by_one else known
+    kai_victim = np.zeros(count, dtype=bool)           # jobs KAI's actions evicted from: the rules decide them
+    kai_victim[[vp.at[e.task.job] for e in greedy.session.evictions.values() if e.task.job in vp.at]] = True
+    alone = known & (placed | reclaimable | kai_victim) if not one_by_one else known
     # The arrays' jobs: preempt only (_Rules.decide with no reclaimers and nothing greedy placed).
     now = greedy.now
     if state.config.min_runtime_enabled:
@@ -554,8 +563,14 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
         u.cost = cost_list[k]
         return u
 
+    # The units KAI's actions evicted from (greedy's evictions): the model keeps them whether or
+    # not a candidate pair justifies them, so greedy's decisions stay a solution.
+    kai = np.zeros(n_units, dtype=bool)
+    kai[job_at[kai_victim & is_job]] = True
+    evicted = greedy.session.evictions
+    kai[[n_jobs + g for g, t in zip(group.tolist(), member_task) if t.key in evicted]] = True
     return Pool(reach, rules.reclaimers, loses, names, unit_queue, unit_prio, unit_pre, reclaimed_by,
-                np.concatenate(member_unit), np.concatenate(member_node), make)
+                np.concatenate(member_unit), np.concatenate(member_node), make, kai)
 
 
 def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
