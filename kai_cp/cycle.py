@@ -258,9 +258,15 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
                            time.perf_counter() - t0, settings, stats, actions=full.actions)
     t_build = time.perf_counter() - t1
     lean = bool(ctx.extensions.get("lean"))
+    # After a lean model whose hint is allocate's decisions because KAI's eviction actions changed
+    # nothing, running them again on the model's allocation is worth the time it leaves, not more:
+    # the solver gets the time they took, and they run only where it is left after decoding
+    # (their earlier run's outcome explains the pending jobs otherwise). After a fixed model they
+    # make evictions greedy made, and their time is kept back from the solver.
+    optional_after = 0.0
     if lean and not fixed:
         stats["evictionsBy"] = "greedy actions after the lean model"
-        after_model = lean_after or 0.0
+        optional_after = lean_after or 0.0
     stats["modelScope"] = "lean" if lean else "full"
     greedy_objective = ctx.greedy_objective
     proto = ctx.model.proto
@@ -299,10 +305,14 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
                            time.perf_counter() - t0, settings, stats, outcome.log, actions=full.actions)
     session = decode(ctx, outcome.counts)
     actions: dict = {}
-    if fixed or lean:
+    if fixed or (lean and time.perf_counter() + optional_after <= t0 + settings.time_limit):
         t = time.perf_counter()
         actions = run_evictions(state, session, now, hint_budget(state))
         stats["evictSeconds"] = round(time.perf_counter() - t, 6)
+    elif lean:
+        stats["evictionsBy"] = ("none: KAI's eviction actions evicted nothing after allocate, and no time was "
+                                "left to run them again on the lean model's allocation")
+        actions = full.actions
     short = short_of_kai(state, session, full.session)
     if short is not None:          # kai-cp never returns less than KAI's whole cycle
         stats["fallbackReason"] = short

@@ -89,6 +89,35 @@ def test_kais_eviction_actions_run_on_a_lean_allocation_that_is_not_greedys() ->
     assert set(res.actions) == {"reclaim", "preempt"}
 
 
+def test_kais_eviction_actions_after_a_lean_model_run_only_in_the_time_left() -> None:
+    """The cluster above, with KAI's eviction actions taking 0.7 s of the 1 s cycle (they found
+    nothing on greedy's allocation): the lean model's better allocation is decoded and returned
+    without running them again, their first run explaining what stays pending; they used to be
+    kept back from the solver, and then no time was left to decode (a 100-node bench_cycle seed
+    fell back so with the model's extra jobs found)."""
+    import kai_cp.actions.pipeline as pipeline
+    c = Cluster(config=cg.placement_config(actions="allocate, reclaim, preempt"))
+    c.node("n-a", gpus=4).node("n-b", gpus=4).queue("q")
+    c.job("busy-a", "q", gpus=2, running_on=["n-a"]).job("busy-b", "q", gpus=1, running_on=["n-b"])
+    c.job("j1", "q", gpus=1).job("j2", "q", gpus=2).job("j3", "q", gpus=2)
+    real = pipeline.run_evictions
+    calls: list[int] = []
+
+    def slow(state, session, now, budget=None):
+        calls.append(1)
+        time.sleep(0.7)
+        return real(state, session, now, budget)
+    with full_build_too_slow(), mock.patch.object(pipeline, "run_evictions", slow), \
+            mock.patch.object(cycle_mod, "run_evictions", slow):
+        res = run(c.doc())
+    out = res.to_json()
+    cyc = out["cycle"]
+    assert cyc["modelScope"] == "lean" and cyc["status"] in ("OPTIMAL", "FEASIBLE")
+    assert cyc["evictionsBy"].startswith("none: KAI's eviction actions evicted nothing") and "evictSeconds" not in cyc
+    assert len(calls) == 1 and res.actions is res.greedy.actions and cyc["wallSeconds"] < 1.0
+    assert placed(out)["default/j1-0"] == "n-b" and gpus_placed(c.doc(), out) == 5
+
+
 def test_a_lean_solution_that_is_greedys_allocation_returns_kais_whole_cycle() -> None:
     """Where the solver's answer is greedy's own allocation, KAI's cycle is that answer's
     decoding (its eviction actions already ran on it): returned as it is, with the solver's
