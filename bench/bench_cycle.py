@@ -457,6 +457,9 @@ def print_size(nodes: int, pending: int, running: Optional[int], seeds: list[See
         print(f"{name} topology: {fmt(es['requiredPlacedMedian'], '.0f')} gangs requiring a level placed, "
               f"{fmt(es['topologyViolationsMedian'], '.0f')} of them across domains of it (median; max "
               f"{fmt(es['topologyViolationsMax'], '.0f')})")
+    for name, es in summary["engines"].items():      # (FALLBACK: the model's answer was not used)
+        per_seed = ", ".join(f"{s.seed} {s.engines[name].status}" for s in seeds if name in s.engines)
+        print(f"{name} statuses: " + ", ".join(f"{k} {v}" for k, v in es["statuses"].items()) + f" (seed status: {per_seed})")
     heap = {n: s.engines[n].py_heap_peak_mib for s in seeds[:1] for n in engines
             if n in s.engines and s.engines[n].py_heap_peak_mib is not None}
     if heap:
