@@ -55,17 +55,23 @@ def broken(state, monkeypatch, time_limit: float = 4.0, generated: bool = False)
     return own, broken_by_hint(build.build_model(state, greedy, pair_budget=budget).model.proto)
 
 
-# Greedy's decisions break a rule of the model by design here: KAI binds a job of another queue
-# on a node its preemptor's evictions free (the rule cpsat_preemptor_bound_while_another_queue_
-# pipelines.json brought; in cpsat_regrowth_after_an_unmodelled_preempt.json KAI pipelines q01's
-# pend0 on GPUs q00's preempt of run3 frees), and lets a reclaim take surplus pods past a level
-# with no quota. And the model's gate 2 counts a victim unit's pods whichever action takes them: in
-# cpsat_reclaimer_rides_on_another_reclaim.json KAI preempts q00's run2 (6 GPUs) for run5 of the
-# same queue, more than q00 may lose to reclaim (the model has one variable per unit, not per action).
-# The model's quota floor counts them so too: in cpsat_nominated_jobs_crowd_each_other.json q01
-# loses run5-0 and run5-1 to a preempt inside q01 and run5-2, run3-0, run3-2 to q00's reclaim,
-# ending at its quota (1 GPU), and the floor counts all five.
-GREEDY_BREAKS_A_RULE = {"cpsat_preemptor_bound_while_another_queue_pipelines.json"}
+# Greedy's decisions break a rule of the model by design here. The model admits what KAI's
+# actions did with what evictions free (in cpsat_regrowth_after_an_unmodelled_preempt.json KAI
+# pipelines q01's pend0 on GPUs q00's preempt of run3 frees: a solution now), but a reclaiming
+# queue ends within its fair share counting every pod it places (cpsat_preemptor_bound_while_
+# another_queue_pipelines.json: pend2 reclaims and preempts). And gate 2 and the quota floor count
+# a victim unit's pods whichever action takes them (one variable per unit, not per action), while
+# only KAI's reclaims raise what a level may lose (its preemptions inside the level must not make
+# room for a reclaim): in cpsat_reclaimer_rides_on_another_reclaim.json KAI preempts q00's run2 (6
+# GPUs) for run5 of the same queue, more than q00 may lose to reclaim; in cpsat_reclaim_surplus_
+# past_an_unlimited_level.json it preempts run1's pods inside a level with no quota; in
+# cpsat_nominated_jobs_crowd_each_other.json q01 loses run5-0 and run5-1 to a preempt inside q01
+# and run5-2, run3-0, run3-2 to q00's reclaim, ending at its quota (1 GPU), and the floor counts
+# all five.
+GREEDY_BREAKS_A_RULE = {"cpsat_preemptor_bound_while_another_queue_pipelines.json",
+                        "cpsat_reclaim_surplus_past_an_unlimited_level.json",
+                        "cpsat_reclaimer_rides_on_another_reclaim.json",
+                        "cpsat_nominated_jobs_crowd_each_other.json"}
 
 
 @pytest.mark.parametrize("path", FIXTURES + EXAMPLES, ids=lambda p: p.name)

@@ -112,6 +112,7 @@ class Evictions:
         pod_terms: list[tuple[cp_model.IntVar, int]] = []     # (variable, pods it evicts per unit)
         gpu_terms: dict[str, list[tuple[cp_model.IntVar, int]]] = {}   # victim queue -> reclaimable GPU terms
         greedy_ev = ctx.greedy.session.evictions
+        greedy_reclaimed = {k for k, e in greedy_ev.items() if e.action == "reclaim"}
         units = pool.justified(ctx.pair_node, pair_job)
         unit_jobs = {u.tasks[0].job for u in units if u.kind == "job"}
         own_pairs: dict[str, list[int]] = {}
@@ -264,10 +265,13 @@ class Evictions:
                     continue
                 before = _before_last(level, alloc[level.name]["gpu"])
                 share = _before_last(level, alloc[level.name]["gpu"], quota=False)
-                # What KAI's actions took here (greedy's evictions, the hint): they judged gate 2
-                # on the cycle's allocation, after allocate, where these rules read the snapshot's;
-                # the level may lose at least that much, so greedy's decisions stay a solution.
-                kai = _hinted(ctx, [(uv, c) for _, c, _, uv in terms])
+                # What KAI's reclaims took here (greedy's, the hint): they judged gate 2 on the
+                # cycle's allocation, after allocate, where these rules read the snapshot's; the
+                # level may lose at least that much to reclaim, so greedy's decisions stay a
+                # solution. (Its preemptions inside the level are no allowance for a reclaim.)
+                kai = sum((u.centi if u.kind == "pods" else u.centi // max(len(u.tasks), 1))    # (as gpu_terms)
+                          * sum(1 for t in u.tasks if t.key in greedy_reclaimed)
+                          for u in {id(u): u for _, _, u, _ in terms}.values())
                 if kai:
                     before = kai if before is None else max(before, kai)
                     share = None if share is None else max(share, kai)
