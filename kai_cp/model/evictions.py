@@ -43,7 +43,7 @@ from kai_cp.fairshare import allocatable
 from kai_cp.model.base import ModelContext
 from kai_cp.model.freed_use import only_preemptors_use_freed
 from kai_cp.model.linear_rows import add_at_most_if, add_enforced_le, upper_bound as _ub
-from kai_cp.model.victim_pool import BASE_COST, Pool
+from kai_cp.model.victim_pool import BASE_COST, Pool, Unit
 from kai_cp.state import ClusterState
 
 NAME = "evictions"
@@ -167,7 +167,7 @@ class Evictions:
                 costs_v.append(k)
                 costs_c.append(u.cost)
                 if u.reclaim:
-                    gpu_terms.setdefault(u.queue, []).append((k, u.centi, u))
+                    gpu_terms.setdefault(u.queue, []).append((k, _pod_centi(u), u))
                 continue
             evicted_all = all(t.key in greedy_ev for t in u.tasks)
             y = m.new_bool_var("") if u.whole else None
@@ -218,7 +218,7 @@ class Evictions:
                 costs_v.append(v)
                 costs_c.append(u.cost * c)
             if u.reclaim:
-                per_pod = u.centi // max(len(u.tasks), 1)
+                per_pod = _pod_centi(u)
                 for v, c in total_pods:
                     gpu_terms.setdefault(u.queue, []).append((v, per_pod * c, u))
         if not unit_vars:
@@ -269,12 +269,11 @@ class Evictions:
                 # cycle's allocation, after allocate, where these rules read the snapshot's; the
                 # level may lose at least that much to reclaim, so greedy's decisions stay a
                 # solution. (Its preemptions inside the level are no allowance for a reclaim.)
-                kai = sum((u.centi if u.kind == "pods" else u.centi // max(len(u.tasks), 1))    # (as gpu_terms)
-                          * sum(1 for t in u.tasks if t.key in greedy_reclaimed)
-                          for u in {id(u): u for _, _, u, _ in terms}.values())
-                if kai:
-                    before = kai if before is None else max(before, kai)
-                    share = None if share is None else max(share, kai)
+                kai_took = sum(_pod_centi(u) * sum(1 for t in u.tasks if t.key in greedy_reclaimed)
+                               for u in {id(u): u for _, _, u, _ in terms}.values())
+                if kai_took:
+                    before = kai_took if before is None else max(before, kai_took)
+                    share = None if share is None else max(share, kai_took)
                 chunks = sorted({u.chunk for _, _, u, _ in terms})
                 worst = sum(c * (_ub(v)) for v, c, _, _ in terms)
                 beside = [_beside(state, r, level)
@@ -285,7 +284,7 @@ class Evictions:
                 quota_wider = before is not None and (share is None or share < before)
                 widest = share if quota_wider else before
                 if floor is not None:
-                    floor = max(floor, kai)
+                    floor = max(floor, kai_took)
                 floored = floor is not None and worst > floor
                 gate2_holds = worst <= (widest + chunks[-1] if widest is not None else 0)
                 if not floored and gate2_holds:
@@ -603,6 +602,11 @@ def _hint_inside(ctx: ModelContext, y, w, v, ys: list) -> None:
     inside = any(ctx.hinted(z) for z in ys)
     ctx.hint(y, 1 if inside else 0)
     ctx.hint(w, 0 if inside else ctx.hinted(v))
+
+
+def _pod_centi(u: Unit) -> int:
+    """GPUs x 100 one pod of the unit counts for in gate 2 (a job unit's GPUs shared evenly)."""
+    return u.centi if u.kind == "pods" else u.centi // max(len(u.tasks), 1)
 
 
 def _hinted(ctx: ModelContext, terms: Iterable[tuple[cp_model.IntVar, int]]) -> int:
