@@ -129,6 +129,29 @@ def test_kais_evictions_are_a_solution_on_bench_cycle_clusters(seed: int) -> Non
         assert model[0] >= kai[0] and model[1] >= kai[1]
 
 
+def test_decode_names_kais_preemptor_for_a_victim_with_none_beside_it() -> None:
+    """bench_cycle's seed 3: KAI reclaims pretrain-000006-0 for train-000435, whose pods then go to
+    other nodes (the scenario evicted before it simulated). The model keeps such an eviction
+    possible without a candidate beside it; decoding it (greedy's own decisions as the solution)
+    names KAI's preemptor and action, where it used to stop at "no preemptor placed on its nodes"."""
+    import numpy as np
+    from kai_cp.model.decode import decode
+    state = build_cluster_state(load_snapshot_dict(_bench_cluster(3)))
+    greedy = run_greedy(state, NOW, bounded=True)
+    kai = greedy.session.evictions["runai-platform-data/pretrain-000006-0"]
+    assert kai.for_job == "train-000435" and not any(
+        p.task.job == "train-000435" for p in greedy.session.placements.values() if p.node == kai.node)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(build, "improve_hint", lambda ctx: 0)
+        mp.setattr(build, "walk_hint", lambda ctx: False)
+        ctx = build.build_model(state, greedy, pair_budget=pair_budget(state, greedy, 1.0))
+    ctx.aux_values = {i: v for i, (_, v) in ctx.hints.items()}
+    session = decode(ctx, np.array([ctx.hinted(x) for x in ctx.x]))
+    ev = session.evictions["runai-platform-data/pretrain-000006-0"]
+    assert (ev.action, ev.for_job) == ("reclaim", "train-000435")
+    assert any(p.pipelined for p in session.placements.values() if p.task.job == "train-000435")
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=contended_clusters())
 def test_the_constructive_hint_breaks_nothing_on_generated_clusters(doc: dict[str, Any]) -> None:
