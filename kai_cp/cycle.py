@@ -260,13 +260,11 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     lean = bool(ctx.extensions.get("lean"))
     # After a lean model whose hint is allocate's decisions because KAI's eviction actions changed
     # nothing, running them again on the model's allocation is worth the time it leaves, not more:
-    # the solver gets the time they took, and they run only where it is left after decoding
-    # (their earlier run's outcome explains the pending jobs otherwise). After a fixed model they
-    # make evictions greedy made, and their time is kept back from the solver.
-    optional_after = 0.0
+    # the solver gets the time they took (lean_after), and they run only where it is left after
+    # decoding (their earlier run's outcome explains the pending jobs otherwise). After a fixed
+    # model they make evictions greedy made, and their time is kept back from the solver.
     if lean and not fixed:
         stats["evictionsBy"] = "greedy actions after the lean model"
-        optional_after = lean_after or 0.0
     stats["modelScope"] = "lean" if lean else "full"
     greedy_objective = ctx.greedy_objective
     proto = ctx.model.proto
@@ -305,7 +303,7 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
                            time.perf_counter() - t0, settings, stats, outcome.log, actions=full.actions)
     session = decode(ctx, outcome.counts)
     actions: dict = {}
-    if fixed or (lean and time.perf_counter() + optional_after <= t0 + settings.time_limit):
+    if fixed or (lean and time.perf_counter() + (lean_after or 0.0) <= t0 + settings.time_limit):
         t = time.perf_counter()
         actions = run_evictions(state, session, now, hint_budget(state))
         stats["evictSeconds"] = round(time.perf_counter() - t, 6)

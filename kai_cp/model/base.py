@@ -89,10 +89,10 @@ class ModelContext:
         self.hints[var.index] = (var, int(value))
 
     def hinted(self, var: cp_model.IntVar) -> int:
-        return self.hints.get(var.index, (var, 0))[1]
+        return self.hinted_index(var.index)
 
     def hinted_index(self, index: int) -> int:
-        """`hinted` by proto variable index."""
+        """`hinted` by proto variable index (0 where unhinted)."""
         hit = self.hints.get(index)
         return 0 if hit is None else hit[1]
 

@@ -124,6 +124,13 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
         if key not in common:
             common[key] = len({q.name for q in state.queue_path(a)} & {q.name for q in state.queue_path(b)})
         return common[key]
+
+    def wait_for_victims(job) -> None:
+        """An eviction's preemptor waits for its victims: pipelined, unless a pod of it is already."""
+        nonlocal ordered
+        if not any(session.placements[p.key].pipelined for p in job.tasks if p.key in session.placements):
+            session.convert_to_pipelined(job)
+            ordered = order_on_nodes()
     for u, t in victims:
         ev = session.evictions[t.key]
         nodes = [ev.node] + [n for n in u.nodes if n != ev.node]
@@ -157,10 +164,8 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
             if pick is not None and pick[0] == "reclaim" and closest < near_all and not bound_too:
                 pick = None          # a nearer reclaiming queue is bound here: the next pass names it
             if pick is not None:
-                if bound_too and not any(session.placements[t.key].pipelined for t in pick[1].tasks
-                                         if t.key in session.placements):
-                    session.convert_to_pipelined(pick[1])
-                    ordered = order_on_nodes()
+                if bound_too:
+                    wait_for_victims(pick[1])
                 break
         if pick is None:
             # KAI's own eviction (the model keeps greedy's evictions possible without a candidate
@@ -170,9 +175,7 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
             if kai is not None and kai.for_job in state.jobs and any(
                     p.key in session.placements for p in state.jobs[kai.for_job].tasks):
                 pick = (kai.action, state.jobs[kai.for_job])
-                if not any(session.placements[p.key].pipelined for p in pick[1].tasks if p.key in session.placements):
-                    session.convert_to_pipelined(pick[1])
-                    ordered = order_on_nodes()
+                wait_for_victims(pick[1])
         if pick is None:          # cannot happen with the model's justification constraints
             raise AssertionError(f"eviction of {t.key} has no preemptor placed on its nodes")
         action, job = pick
