@@ -37,7 +37,9 @@ def _topology_violations(state: ClusterState, session: Session, job: JobInfo) ->
         running.discard(-1)                  # pods outside the topology do not pin the scope
         if -1 in new:
             out.append(f"job {job.name} {scope.label}: a pod is placed on a node outside topology {c.tree.name}")
-        if len(new) > 1 or (running and not new <= running):
+        # KAI (8.3): new pods go to one domain, or, where the scope's pods already run, to the
+        # domains hosting them (a scope that runs in two racks may grow in either)
+        if (not new <= running) if running else len(new) > 1:
             names = sorted(c.tree.domain_name(c.required, d) for d in new if d >= 0)
             out.append(f"job {job.name} {scope.label}: new pods span {', '.join(names)} at required level "
                        f"{c.required_name} (running pods in {len(running)} domain(s))")

@@ -419,8 +419,9 @@ def check_decisions(raw: Raw, out: dict[str, Any]) -> list[str]:
 
 
 def topology_errors(raw: Raw, placed: dict[str, str]) -> list[str]:
-    """Required levels (spec 8.2): a constrained scope's active pods share one domain (the label
-    path down to the level) and sit on nodes carrying every level label of the topology."""
+    """Required levels (spec 8.2, 8.3): a constrained scope's new pods share one domain (the label
+    path down to the level), or go to domains its running pods are in, and sit on nodes carrying
+    every level label of the topology."""
     errors: list[str] = []
     levels = {t["metadata"]["name"]: [lv["nodeLabel"] for lv in t["spec"]["levels"]] for t in raw.topologies}
     for g, pg in raw.groups.items():
@@ -457,7 +458,7 @@ def topology_errors(raw: Raw, placed: dict[str, str]) -> list[str]:
             new = {path(placed[k], True) for k in mine if k in placed} - {None}
             running = {path(raw.state[k][1], False) for k in mine       # nodes of another pool are not seen
                        if k not in placed and raw.state[k][0] == "allocated" and raw.state[k][1] in raw.pool} - {None}
-            if len(new) > 1 or (running and not new <= running):
+            if (not new <= running) if running else len(new) > 1:      # running in two: may grow in either
                 errors.append(f"{g} scope {scope or 'job'}: required {c['requiredTopologyLevel']}: new pods in "
                               f"{sorted(new)}, running in {sorted(running)}")
     return errors

@@ -192,6 +192,26 @@ def test_running_scope_grows_only_inside_its_required_domain() -> None:
         assert set(placed(res).values()) == {"a"}           # rack r1 only, though r2 has room
 
 
+def test_a_scope_running_in_two_racks_grows_in_either() -> None:
+    """Spec 8.3: new pods go to the required-level domains that already host the scope's pods. A
+    gang whose running pods sit in two racks (a snapshot taken after its constraint changed) grows
+    one pod at a time beyond its minimum, each time in either rack: the validators took any two
+    racks among the new pods for a violation (a hypothesis cluster of tests/test_lean_model.py)."""
+    nodes = [racked("a", "z1", "r1", gpus=2), racked("b", "z1", "r2", gpus=2), racked("c", "z1", "r3", gpus=8)]
+    g = pod_group("el", "q", min_member=2, topology=constraint(required=RACK))
+    pods = [pod("el-0", "el", gpus=1, phase="Running", node_name="a", queue_name="q"),
+            pod("el-1", "el", gpus=1, phase="Running", node_name="b", queue_name="q")] + \
+        [pod(f"el-{i}", "el", gpus=1, queue_name="q", created=-400 + i) for i in range(2, 4)]
+    for engine in ("greedy", "cp-sat"):
+        _, res = cycle(doc(nodes, [g], pods), engine)
+        assert sorted(placed(res).values()) == ["a", "b"], engine     # both racks, not r3's room
+    # the new pods outside the racks it runs in are still caught
+    state = build_cluster_state(load_snapshot_dict(doc(nodes, [g], pods)))
+    session = Session.open(state)
+    session.place(next(t for t in state.jobs["el"].tasks if t.name == "el-2"), 2, False)
+    assert any("at required level topo/rack" in v for v in violations(state, session))
+
+
 def test_subgroups_keep_their_preferred_rack_where_kai_splits_them() -> None:
     """KAI scenario allocateTopology_test 16: KAI grows each elastic sub-group one pod at a time and
     puts each sub-group's pods in two racks; cp-sat keeps each sub-group inside one rack (its
