@@ -51,6 +51,18 @@ DECODE_SECONDS_PER_VICTIM = 10e-6
 # solution only if found in time to decode it): at 10,000 nodes (bench_scale's) it proved greedy's
 # allocation optimal in 0.03-0.06 s, and 0.01 s found nothing.
 LEAN_SOLVE_SECONDS = 0.1
+# KAI's eviction search stops on the clock as well as on its work bound (actions/preemptors.py
+# `Budget`): as the CP-SAT model's hint at this share of the time limit, so the model has the
+# rest to be built, solved and decoded in (at 100 nodes the hint's bound took 0.6-2.1 s of a 1 s
+# cycle, which then fell back late); in the greedy engine's cycle at the limit less this reserve,
+# for KAI's last action (stale gangs) and the result.
+HINT_SHARE = 0.5
+END_RESERVE = 0.03
+
+
+# cycle.evictionSearch where the clock stopped KAI's eviction search before its work bound did
+CLOCKED = ("stopped at the time limit's clock before its work bound: these decisions depend on the "
+           "machine's speed (a longer --time-limit searches further)")
 
 
 @dataclass(frozen=True)
@@ -206,10 +218,14 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         from kai_cp.model.solve import MIN_SOLVE_SECONDS, solve
     t0 = time.perf_counter()
     now = settings.now if settings.now is not None else time.time()
-    greedy = run_greedy(state, now, bounded=settings.engine == "cp-sat",
-                        time_limit=settings.time_limit if settings.engine == "greedy" else None)
+    end = t0 + settings.time_limit - END_RESERVE      # where KAI's eviction actions stop at the latest
+    cp_sat = settings.engine == "cp-sat"
+    greedy = run_greedy(state, now, bounded=cp_sat, time_limit=None if cp_sat else settings.time_limit,
+                        deadline=t0 + HINT_SHARE * settings.time_limit if cp_sat else end)
     t_greedy = time.perf_counter() - t0
     stats: dict[str, Any] = {"greedySeconds": round(t_greedy, 6)}
+    if greedy.search_clocked:
+        stats["evictionSearch"] = CLOCKED
     if settings.engine == "greedy" or not state.config.may_allocate:
         return CycleResult(state, greedy.session, greedy, "greedy" if settings.engine == "greedy" else "cp-sat",
                            "GREEDY" if settings.engine == "greedy" else "OPTIMAL", None, None,
@@ -305,8 +321,11 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     actions: dict = {}
     if fixed or (lean and time.perf_counter() + (lean_after or 0.0) <= t0 + settings.time_limit):
         t = time.perf_counter()
-        actions = run_evictions(state, session, now, hint_budget(state))
+        budget = hint_budget(state, end)
+        actions = run_evictions(state, session, now, budget)
         stats["evictSeconds"] = round(time.perf_counter() - t, 6)
+        if budget.clocked:
+            stats["evictionSearch"] = CLOCKED
     elif lean:
         stats["evictionsBy"] = ("none: KAI's eviction actions evicted nothing after allocate, and no time was "
                                 "left to run them again on the lean model's allocation")

@@ -1,6 +1,6 @@
 """The greedy engine's eviction search keeps to the cycle's time limit (kai_cp/actions/pipeline.py
 `cycle_budget`): a deterministic work budget that grows with `--time-limit`, never below the
-CP-SAT cycle's hint bound.
+CP-SAT cycle's hint bound, and the limit's clock behind it (`Budget.deadline`).
 
 Why: `--time-limit` is the whole cycle's, but the greedy engine replayed KAI's searches to the
 end: 127 s on bench_scale's contended 1,000-node cluster and over 8 minutes at 10,000 nodes,
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kai_cp.actions import pipeline
+from kai_cp.actions import pipeline, preemptors
 from kai_cp.actions.pipeline import run_greedy
-from kai_cp.cycle import CycleSettings, run_cycle
+from kai_cp.cycle import CLOCKED, CycleSettings, run_cycle
 from kai_cp.loader import load_snapshot
 from kai_cp.state import build_cluster_state
 
@@ -43,16 +43,60 @@ def small_rates(monkeypatch) -> None:
     monkeypatch.setattr(pipeline, "WORK_PER_SECOND", 1_000)
 
 
-def test_a_short_limit_stops_the_greedy_search_and_says_so(state, small_rates) -> None:
-    short = run_cycle(state, CycleSettings(engine="greedy", time_limit=0.01, now=NOW))
-    assert any(o.budget_spent for o in short.actions.values())
+def test_the_work_bound_stops_the_greedy_search_and_says_so(state, small_rates) -> None:
+    # the greedy engine's search without the clock (no deadline): the work bound stops it
+    short = run_greedy(state, NOW, time_limit=0.01)
+    assert any(o.budget_spent for o in short.actions.values()) and not short.search_clocked
     why = [m for o in short.actions.values() for m in o.failed.values() if "work budget" in m]
     assert why and all("the cycle's time limit bounds it" in m for m in why)
     # a longer limit searches further: more preemptors tried, more of KAI's evictions found
-    longer = run_cycle(state, CycleSettings(engine="greedy", time_limit=5.0, now=NOW))
+    longer = run_greedy(state, NOW, time_limit=5.0)
     tried = lambda r: sum(o.attempts for o in r.actions.values())     # noqa: E731
     assert tried(longer) > tried(short)
     assert len(longer.session.evictions) > len(short.session.evictions)
+
+
+class TickingClock:
+    """perf_counter for the eviction search's budget: one second per reading, so a deadline
+    falls after a known number of budget checks whatever the machine's speed."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+
+    def perf_counter(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_the_clock_stops_the_search_where_the_work_bound_would_not(state, monkeypatch) -> None:
+    """Why: the work bound's cost per unit varies several-fold between clusters and machines; a 1 s
+    greedy cycle ran 3.8 s on a contended 100-node cluster (bench/bench_cycle.py seed 0)."""
+    whole = run_greedy(state, NOW, bounded=True)
+    assert not whole.search_clocked and whole.session.evictions
+    clock = TickingClock()
+    monkeypatch.setattr(preemptors, "time", clock)
+    cut = run_greedy(state, NOW, bounded=True, deadline=12.0)      # a dozen budget checks
+    assert cut.search_clocked
+    tried = lambda g: sum(o.attempts for o in g.actions.values())    # noqa: E731
+    assert 0 < tried(cut) < tried(whole)
+    why = [m for o in cut.actions.values() for m in o.failed.values() if "stopped" in m]
+    assert len(why) == 1 and "the cycle's time limit" in why[0]
+    # what was found before the clock stopped it is kept, as KAI's decisions so far
+    assert set(cut.session.evictions) <= set(whole.session.evictions)
+    # past its deadline no action searches at all
+    gone = run_greedy(state, NOW, bounded=True, deadline=clock.now - 1)
+    assert gone.search_clocked and tried(gone) == 0 and not gone.session.evictions
+    assert all(o.budget_spent for o in gone.actions.values())
+
+
+def test_a_cycle_says_when_the_clock_stopped_the_search(state, monkeypatch) -> None:
+    monkeypatch.setattr(preemptors, "time", TickingClock(1e12))       # every deadline passed at once
+    for engine in ("greedy", "cp-sat"):
+        out = run_cycle(state, CycleSettings(engine=engine, time_limit=1.0, now=NOW))
+        assert out.to_json()["cycle"]["evictionSearch"] == CLOCKED, engine
+        # KAI's actions searched nothing (the model may still evict: its own search)
+        assert not out.greedy.session.evictions, engine
+        assert all(o.budget_spent and not o.attempts for o in out.greedy.actions.values()), engine
 
 
 def test_a_limit_long_enough_gives_kai_s_whole_search(state, small_rates) -> None:

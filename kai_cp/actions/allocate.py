@@ -43,6 +43,7 @@ class GreedyResult:
     actions: dict = field(default_factory=dict)     # eviction action -> ActionOutcome (actions/preemptors.py)
     now: float = 0.0                                # the cycle's clock, for min-runtime protection
     allocate_seconds: float = 0.0                   # allocate's own time (run_greedy), the actions' after it
+    search_clocked: bool = False                    # the cycle's clock, not the work bound, stopped the actions' search
 
     @property
     def started_jobs(self) -> set[str]:

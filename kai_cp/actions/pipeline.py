@@ -75,9 +75,10 @@ HINT_WORK_SMALL = 15_000
 HINT_SMALL_NODES = 250
 
 
-def hint_budget(state: ClusterState) -> Budget:
-    """The work bound of KAI's eviction search when it runs under the model."""
-    return Budget(HINT_WORK_SMALL if len(state.nodes) <= HINT_SMALL_NODES else HINT_WORK)
+def hint_budget(state: ClusterState, deadline: float | None = None) -> Budget:
+    """The work bound of KAI's eviction search when it runs under the model (and the instant the
+    cycle's clock stops it, if first)."""
+    return Budget(HINT_WORK_SMALL if len(state.nodes) <= HINT_SMALL_NODES else HINT_WORK, deadline=deadline)
 
 
 # KAI's actions' cost with the hint's bounded eviction search (bench/bench_cycle.py, 2-core
@@ -95,30 +96,33 @@ def estimated_greedy_seconds(state: ClusterState, jobs: int) -> float:
     return GREEDY_BASE_SECONDS + GREEDY_SECONDS_PER_JOB_NODE * jobs * len(state.nodes)
 
 
-def cycle_budget(state: ClusterState, jobs: int, time_limit: float) -> Budget:
+def cycle_budget(state: ClusterState, jobs: int, time_limit: float, deadline: float | None = None) -> Budget:
     """The greedy engine's eviction search within the cycle's time limit (`--time-limit`: seconds
     for the whole cycle): KAI's searches replayed to the end took 127 s on bench_scale's contended
     1,000-node cluster and over 8 minutes at 10,000 nodes, with a 1 s limit. The hint's bound
     plus what the rest of the limit allows, so the greedy engine never searches less than the
     CP-SAT cycle's fallback does."""
     extra = int(WORK_PER_SECOND * max(0.0, time_limit - estimated_greedy_seconds(state, jobs)))
-    return Budget(hint_budget(state).left + extra, "the cycle's time limit bounds it; a longer one searches further")
+    return Budget(hint_budget(state).left + extra, "the cycle's time limit bounds it; a longer one searches further",
+                  deadline)
 
 
 def run_greedy(state: ClusterState, now: float, bounded: bool = False, evictions: bool = True,
-               time_limit: float | None = None) -> GreedyResult:
+               time_limit: float | None = None, deadline: float | None = None) -> GreedyResult:
     """KAI's actions in order: allocate, then the eviction actions on the session it leaves.
     `bounded`: the eviction search stops after HINT_WORK simulated placements (as a hint);
     `time_limit`: it stops at the work that limit allows (the greedy engine's cycle); neither:
-    it runs to the end, as KAI's do; `evictions=False`: allocate alone."""
+    it runs to the end, as KAI's do; `deadline` (a `time.perf_counter()` instant, with either):
+    it stops there if the work bound has not stopped it first; `evictions=False`: allocate alone."""
     t = time.perf_counter()
     greedy = run_allocate(state)
     greedy.allocate_seconds = time.perf_counter() - t
     greedy.now = now
     if evictions and any(a in EVICTING for a in state.config.actions):
-        budget = (hint_budget(state) if bounded else
-                  cycle_budget(state, len(greedy.order), time_limit) if time_limit is not None else None)
+        budget = (hint_budget(state, deadline) if bounded else
+                  cycle_budget(state, len(greedy.order), time_limit, deadline) if time_limit is not None else None)
         greedy.actions = run_evictions(state, greedy.session, now, budget)
+        greedy.search_clocked = budget is not None and budget.clocked
     return greedy
 
 
