@@ -213,6 +213,7 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     if settings.engine == "cp-sat":
         # Imported here, before the clock starts: OR-Tools (with pandas) is ~0.5 s of start-up
         # that greedy-only runs and `kai-cp --help` skip.
+        from kai_cp.model.base import kai_moved
         from kai_cp.model.build import BuildTimeout, build_model
         from kai_cp.model.decode import decode, is_greedys
         from kai_cp.model.solve import MIN_SOLVE_SECONDS, solve
@@ -305,6 +306,11 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     stats["solveSeconds"] = round(outcome.wall_seconds, 6)
     stats["solverStatus"] = outcome.status
     if outcome.counts is None or outcome.objective is None or outcome.objective < greedy_objective:
+        stats["fallbackReason"] = (f"the solver found no solution in the time left ({outcome.status})"
+                                   if outcome.counts is None or outcome.objective is None else
+                                   "the model's best solution scores below KAI's decisions, which rest on moved "
+                                   "victims the model cannot express" if kai_moved(greedy) else
+                                   "the model's best solution scores below KAI's decisions")
         return CycleResult(state, full.session, full, "greedy", "FALLBACK", float(greedy_objective),
                            outcome.bound, time.perf_counter() - t0, settings, stats, outcome.log, actions=full.actions)
     # A solution that is greedy's allocation and no better (devices of shared GPUs aside, which

@@ -37,8 +37,9 @@ def test_the_tool_counts_what_the_cycles_model_counts_and_restores_the_build() -
     assert (build.improve_hint, build.walk_hint) == (improve, walk)          # the build is as it was
     assert not any("contribute" in vars(c) for c in build.CONSTRAINTS)    # the concerns' own methods again
     assert solved["evictions"] > 0 and not solved["broken"]
-    # seed 6: KAI moves 34 victims, which the model has no variables for; the gang rows break
-    assert moved["moved"] > 0 and moved["broken"].get("Gang", 0) > 0
+    # seed 6: KAI moves 34 victims, which the model has no variables for: the capacity rows of
+    # the nodes its moves made room on break (its classes keep their pairs there: no gang row)
+    assert moved["moved"] > 0 and moved["broken"] and "Gang" not in moved["broken"]
     state = build_cluster_state(load_snapshot_dict(tool.generate.generate_cluster(100, 500, seed=6, fragmentation=0.6)))
     greedy = run_greedy(state, time.time(), bounded=True)
     build.improve_hint, build.walk_hint = (lambda ctx: 0), (lambda ctx: False)

@@ -124,6 +124,28 @@ def test_kais_evictions_are_a_solution_on_bench_cycle_clusters(seed: int) -> Non
     assert outcome.status in ("OPTIMAL", "FEASIBLE") and outcome.objective >= ctx.greedy_objective
 
 
+def test_a_model_beside_kais_moved_victims_is_feasible() -> None:
+    """bench/generate.py's 50-node cluster, seed 12: KAI's consolidation and reclaim move 37 of
+    their 40 victims (evict them and place them again), which the model has no variables for. The
+    model was infeasible: a job KAI's reclaim started there had no candidate pair (the room came
+    from moves, not from its own legal victims), yet the model keeps KAI's started jobs started,
+    and the GPUs KAI placed were a floor out of its reach. Now KAI's nodes stay the pairs of
+    every class it placed, and beside moves only allocate's jobs stay started, without the floor."""
+    from kai_cp.model.base import kai_moved
+    from kai_cp.model.candidates import greedy_class_nodes
+    from kai_cp.model.solve import solve
+    sys.path.insert(0, str(ROOT / "bench"))
+    import generate
+    state = build_cluster_state(load_snapshot_dict(generate.generate_cluster(50, 200, seed=12)))
+    greedy = run_greedy(state, NOW, bounded=True)
+    assert kai_moved(greedy)
+    ctx = build.build_model(state, greedy, pair_budget=pair_budget(state, greedy, 5.0))
+    placed_by_kai = sum(len(n) for n in greedy_class_nodes(greedy, ctx.classes).values())
+    assert sum(ctx.greedy_counts.values()) == placed_by_kai        # every pod KAI placed has its pair
+    outcome = solve(ctx, 60.0, 0, 1, deterministic_limit=0.5)
+    assert outcome.status in ("OPTIMAL", "FEASIBLE")
+
+
 def test_decode_names_kais_preemptor_for_a_victim_with_none_beside_it() -> None:
     """bench_cycle's seed 3: KAI reclaims pretrain-000006-0 for train-000435, whose pods then go to
     other nodes (the scenario evicted before it simulated). The model keeps such an eviction

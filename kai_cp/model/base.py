@@ -35,6 +35,14 @@ class PodClass:
         return len(self.tasks)
 
 
+def kai_moved(greedy: GreedyResult) -> bool:
+    """Whether KAI's actions moved a victim (evicted it and placed it again this cycle): the model
+    has no variables for moves, so its floors taken from KAI's decisions (the jobs KAI started,
+    the GPUs it placed) may then be out of its reach."""
+    s = greedy.session
+    return any(k in s.placements for k in s.evictions)
+
+
 def greedy_placements(greedy: GreedyResult, classes: list[PodClass]) -> dict[int, list[tuple[int, tuple[str, ...]]]]:
     """Per class, (node, shared GPU groups) of every pod greedy placed, in greedy's order."""
     by_task = {t.key: c.index for c in classes for t in c.tasks}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 from kai_cp.jobs import queue_gpu_of_accepted
-from kai_cp.model.base import ModelContext
+from kai_cp.model.base import ModelContext, kai_moved
 from kai_cp.model.objective import class_reach
 
 
@@ -20,8 +20,11 @@ class Utilisation:
         gpus = pair_centi_gpus(ctx)
         per_pod = [100 + g for g in gpus]
         greedy_gpus = sum(g * ctx.greedy_counts.get(i, 0) for i, g in enumerate(gpus))
-        # Never strand more GPUs than greedy: extra gangs may not cost GPUs already placed.
-        ctx.model.add(cp_model.LinearExpr.weighted_sum(ctx.x, gpus) >= greedy_gpus)
+        # Never strand more GPUs than greedy: extra gangs may not cost GPUs already placed. (Not
+        # where KAI moved victims: its placements may rest on a move; cycle.py's short_of_kai
+        # keeps KAI's decisions wherever they place more.)
+        if not kai_moved(ctx.greedy):
+            ctx.model.add(cp_model.LinearExpr.weighted_sum(ctx.x, gpus) >= greedy_gpus)
         scale = ctx.levels.scale
         ctx.add_term(self.name, ctx.x, [w * scale for w in per_pod])
         ctx.levels.added(class_reach(ctx.pair_class, ctx.pair_ub, ctx.classes, per_pod) * scale)
