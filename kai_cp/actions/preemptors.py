@@ -33,20 +33,17 @@ class Budget:
 
     def spend(self, amount: int) -> None:
         self.left -= amount
-        if self.left < 0:
-            raise BudgetSpent
-        if self.deadline is not None and time.perf_counter() > self.deadline:
-            self.clocked = True
+        if self.left < 0 or self._late():
             raise BudgetSpent
 
     def spent(self) -> bool:
         """No work may start: the bound is used up or the deadline has passed."""
-        if self.left <= 0:
-            return True
-        if self.deadline is not None and time.perf_counter() > self.deadline:
+        return self.left <= 0 or self._late()
+
+    def _late(self) -> bool:
+        if not self.clocked and self.deadline is not None and time.perf_counter() > self.deadline:
             self.clocked = True
-            return True
-        return False
+        return self.clocked
 
     def why(self) -> str:
         """Why a search stopped here, for the preemptor it stopped at (its pending message)."""

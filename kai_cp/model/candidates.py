@@ -346,31 +346,32 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
     walk = walked(state) if fragmentation else {}
     started = greedy.started_jobs
     used = 0
+
+    def own(c: PodClass, reach: np.ndarray | None) -> None:
+        """Greedy's nodes as the class's pairs (and the fragmentation walk's)."""
+        nonlocal used
+        chosen, sel_ub = _own_pairs(state, c, greedy_nodes.get(c.index), walk.get(c.index), reach, memo)
+        used += len(chosen)
+        cls_out.append(np.full(len(chosen), c.index, dtype=np.int64))
+        node_out.append(chosen)
+        ub_out.append(sel_ub)
+
     for c in sorted(classes, key=lambda c: (c.job.name not in started, c.index)):
         if c.job.name not in started and budget is not None and used >= budget:
             break
         if check is not None:
             check()
         blocked, allowed, reach, key, grouping = memo.of_class(c)
-
-        def own() -> None:
-            nonlocal used
-            chosen, sel_ub = _own_pairs(state, c, greedy_nodes.get(c.index), walk.get(c.index), reach, memo)
-            used += len(chosen)
-            cls_out.append(np.full(len(chosen), c.index, dtype=np.int64))
-            node_out.append(chosen)
-            ub_out.append(sel_ub)
-
         # Where KAI's actions placed a class the rules below leave no node (the room came from
         # evictions that are not its own legal victims': another preemptor's, or moved victims),
         # greedy's nodes stay its pairs, so KAI's decisions remain a solution; without them a job
         # KAI started had no pair and the model, which keeps KAI's started jobs, was infeasible.
         if blocked:
-            own()
+            own(c, reach)
             continue
         best_effort = c.tasks[0].request.best_effort
         if budget is not None and used >= budget:
-            own()
+            own(c, reach)
             continue
         frag = rows[c.index] if rows is not None else None
         key = (key, id(frag))           # later classes see what earlier ones took (model/frag_rows.py)
@@ -400,7 +401,7 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
             cached = memo.ranked[key] = (_Ranking(nodes, 2 * (without <= 0) + (after <= 0), prim, ub[nodes]), raw)
         ranking, raw = cached
         if len(ranking.nodes) == 0:
-            own()
+            own(c, reach)
             continue
         if grouping is None:
             chosen = ranking.prefix(multiple * c.size, min_nodes)
