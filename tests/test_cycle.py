@@ -419,6 +419,26 @@ def test_objective_overflow_falls_back_to_greedy(monkeypatch) -> None:
     assert placed(res) == {"default/a-0": "n1"}
 
 
+@pytest.mark.parametrize("objective,reason", [(None, "found no solution in the time left (UNKNOWN)"),
+                                              (-1e18, "scores below KAI's decisions")])
+def test_a_fallback_on_the_solvers_answer_says_why(monkeypatch, objective, reason) -> None:
+    """The solver found nothing, or nothing as good as KAI's decisions: the cycle keeps KAI's and
+    says which (these two fallbacks gave no reason, only the solver's status)."""
+    import numpy as np
+
+    import kai_cp.model.solve as solve_mod
+    from kai_cp.model.solve import SolveOutcome
+
+    def answer(ctx, *args, **kwargs):
+        counts = None if objective is None else np.zeros(len(ctx.x), dtype=np.int64)
+        return SolveOutcome("UNKNOWN" if objective is None else "FEASIBLE", objective, None, counts, 0.0)
+    monkeypatch.setattr(solve_mod, "solve", answer)
+    c = Cluster().node("n1", gpus=4).queue("q").job("a", "q", gpus=2).job("b", "q", gpus=2)
+    res = cycle(c.doc(), "cp-sat").to_json()
+    assert res["cycle"]["status"] == "FALLBACK" and reason in res["cycle"]["fallbackReason"]
+    assert placed(res) == {"default/a-0": "n1", "default/b-0": "n1"}
+
+
 def test_no_model_is_built_when_kais_actions_took_the_time_limit(monkeypatch) -> None:
     """Greedy took the whole limit: the solver could get no time, so no model is built (it would
     only make the fallback late); the cycle returns greedy's decisions and says why."""
