@@ -207,3 +207,25 @@ def test_crd_validation_is_not_enforced_when_loading():
                                                                       "subGroups": [{"name": "A_b", "minMember": 0}]}})
     assert (pg.spec.min_member, pg.spec.preemptibility, pg.spec.sub_groups[0].name) == (0, "other", "A_b")
     assert Topology.model_validate({"metadata": {"name": "t"}}).spec.levels == []
+
+
+def test_the_harness_waits_through_transient_api_answers():
+    """integration/testing/fakes.py `wait_for`: the test's own reads meet the faults the tier
+    injects; a 429 while the API server's storage re-initialised failed a CI run. Transient
+    answers mean "not yet"; any other error still fails at once."""
+    from integration.kube import ApiError
+    from integration.testing.fakes import wait_for
+
+    answers = iter([ApiError(429, "storage is (re)initializing"), ApiError(0, "transport"),
+                    ApiError(503, "unavailable"), None, "settled"])
+
+    def cond():
+        a = next(answers)
+        if isinstance(a, ApiError):
+            raise a
+        return a
+    assert wait_for(cond, timeout=5, period=0) == "settled"
+    with pytest.raises(ApiError):
+        wait_for(lambda: (_ for _ in ()).throw(ApiError(403, "forbidden")), timeout=5, period=0)
+    with pytest.raises(AssertionError, match="429"):
+        wait_for(lambda: (_ for _ in ()).throw(ApiError(429, "busy")), timeout=0.05, period=0.01)

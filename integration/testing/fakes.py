@@ -102,11 +102,21 @@ class Binder(_Loop):
 
 
 def wait_for(cond, timeout: float = 30.0, period: float = 0.2, what: str = "condition"):
+    """Poll `cond` until it returns something true. A transient answer of the API server to the
+    test's own reads (a transport failure, 429 while its storage re-initialises after an etcd
+    fault, 5xx) means "not yet", as it does to the scheduler: a CI run of the faults tier failed
+    on one ("429 storage is (re)initializing") while the scheduler itself rode it out."""
     end = time.monotonic() + timeout
     last = None
     while time.monotonic() < end:
-        last = cond()
-        if last:
-            return last
+        try:
+            last = cond()
+        except ApiError as e:
+            if not (e.status == 0 or e.status == 429 or e.status >= 500):
+                raise
+            last = e
+        else:
+            if last:
+                return last
         time.sleep(period)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
