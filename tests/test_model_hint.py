@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from clustergen import contended_clusters
 from kai_cp.model.hint_check import broken_by_hint
 from kai_cp.actions.pipeline import run_greedy
+from kai_cp.actions.victims import moved_victims
 from kai_cp.cycle import pair_budget
 from kai_cp.loader import load_snapshot, load_snapshot_dict
 from kai_cp.model import build
@@ -36,8 +37,7 @@ NOW = 1_750_000_000.0
 def moved(greedy) -> list[str]:
     """Victims greedy evicted and placed again in the same cycle: a move the model has no
     variables for (kai_cp/model/evictions.py), so greedy's decisions are no solution of it."""
-    s = greedy.session
-    return sorted(k for k in s.evictions if k in s.placements)
+    return sorted(moved_victims(greedy.session))
 
 
 def broken(state, monkeypatch, time_limit: float = 4.0, generated: bool = False) -> tuple[list[str], list[str]]:

@@ -256,6 +256,11 @@ def moved_earlier(t: TaskInfo, session: Session) -> bool:
     return t.key in session.evictions and t.key in session.placements
 
 
+def moved_victims(session: Session) -> list[str]:
+    """The pods this cycle's commits moved (evicted and placed again), in eviction order."""
+    return [k for k in session.evictions if k in session.placements]
+
+
 def tasks_to_evict(v: Victim, session: Session | None = None) -> list[TaskInfo]:
     """An elastic PodSet above its minimum gives one pod (the last in task order); otherwise the
     whole remaining gang goes (6.2.3). PodSets are scanned in reverse order.

@@ -14,6 +14,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from kai_cp.actions.allocate import GreedyResult
+from kai_cp.actions.victims import moved_victims
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.model.objective import Levels
 from kai_cp.state import ClusterState
@@ -39,8 +40,7 @@ def kai_moved(greedy: GreedyResult) -> bool:
     """Whether KAI's actions moved a victim (evicted it and placed it again this cycle): the model
     has no variables for moves, so its floors taken from KAI's decisions (the jobs KAI started,
     the GPUs it placed) may then be out of its reach."""
-    s = greedy.session
-    return any(k in s.placements for k in s.evictions)
+    return bool(moved_victims(greedy.session))
 
 
 def greedy_placements(greedy: GreedyResult, classes: list[PodClass]) -> dict[int, list[tuple[int, tuple[str, ...]]]]:
