@@ -644,17 +644,17 @@ def test_the_eviction_actions_after_the_model_are_kept_back_from_the_solver(monk
     import kai_cp.model.solve as solve_module
     from kai_cp.cli import _load, _state
 
-    real_evictions, real_solve = pipeline.run_evictions, solve_module.solve
+    real_search, real_solve = pipeline.EvictionSearch.run, solve_module.solve
     budgets: list[float] = []
 
-    def slow_evictions(*args, **kwargs):
+    def slow_search(*args, **kwargs):
         time.sleep(0.3)
-        return real_evictions(*args, **kwargs)
+        return real_search(*args, **kwargs)
 
     def recorded(ctx, budget, *args, **kwargs):
         budgets.append(budget)
         return real_solve(ctx, budget, *args, **kwargs)
-    monkeypatch.setattr(pipeline, "run_evictions", slow_evictions)
+    monkeypatch.setattr(pipeline.EvictionSearch, "run", slow_search)
     monkeypatch.setattr(solve_module, "solve", recorded)
     state = _state(_load(str(Path(__file__).resolve().parent.parent / "examples" / "cluster-snapshot.zip"), views=True))
     res = run_cycle(state, CycleSettings(engine="cp-sat", time_limit=1.0))

@@ -114,3 +114,57 @@ def test_the_budget_is_the_hint_bound_plus_what_the_limit_leaves(state) -> None:
     spare = 1.0 - pipeline.estimated_greedy_seconds(state, jobs)
     assert pipeline.cycle_budget(state, jobs, 1.0).left == hint + int(pipeline.WORK_PER_SECOND * spare)
     assert pipeline.cycle_budget(state, jobs, 3.0).left > pipeline.cycle_budget(state, jobs, 1.0).left
+
+
+def outcomes(actions) -> dict[str, tuple]:
+    """Per action what it decided: preemptors served, preemptors failed and why, attempts."""
+    return {a: (sorted(o.solved), sorted(o.failed.items()), o.attempts, o.skipped) for a, o in actions.items()}
+
+
+@pytest.mark.parametrize("more", [400, 2_500, 10**9])
+def test_a_search_resumed_decides_what_one_longer_search_decides(state, small_rates, more) -> None:
+    """Why: the CP-SAT cycle stops KAI's search at half its limit for the model, and where it then
+    returns KAI's decisions it resumes that search (cycle.py `resume_search`). Resumed from where
+    the bound stopped it (the stopped preemptor tried again whole), it must decide what one search
+    with the larger bound decides: the same evictions, placements and per-action outcomes."""
+    cut = run_greedy(state, NOW, bounded=True)               # the hint's bound: 1,000 (small_rates)
+    assert cut.search is not None and not cut.search.finished
+    assert any(o.budget_spent for o in cut.actions.values())
+    budget = cut.search.budget
+    budget.resume(more, None)
+    resumed = cut.search.run(budget)
+    once = run_greedy(state, NOW, evictions=False)
+    search = pipeline.EvictionSearch(state, once.session, NOW)
+    whole = search.run(preemptors.Budget(pipeline.hint_budget(state).left + more))
+    assert evictions(cut.session) == evictions(once.session) and cut.session.evictions
+    assert placements(cut.session) == placements(once.session)
+    assert outcomes(resumed) == outcomes(whole)
+    assert cut.search.finished == search.finished == (more == 10**9)
+    # resumed twice, in smaller steps, it still decides the same
+    again = run_greedy(state, NOW, bounded=True)
+    for _ in range(3):
+        again.search.budget.resume(more // 3 + (more % 3 > 0), None)
+        again.search.run(again.search.budget)
+    if more % 3 == 0:
+        assert evictions(again.session) == evictions(once.session)
+
+
+def test_a_cp_sat_cycle_that_returns_kais_decisions_searched_as_the_greedy_engine_does(state, small_rates,
+                                                                                     monkeypatch) -> None:
+    """bench_cycle's 100-node clusters: the CP-SAT cycle fell back at 0.53 s of a 1 s limit with KAI's
+    search of half the limit (3 of 20 seeds), and admitted fewer GPUs than the greedy engine on 10 of
+    20. Its fallback now resumes KAI's search until the cycle's end with the greedy engine's bound:
+    where no clock stops either search, it decides what `--engine greedy` decides."""
+    from kai_cp import cycle as cycle_mod
+    monkeypatch.setattr(cycle_mod, "BUILD_SECONDS_PER_JOB", 1e6)       # no model: the cycle falls back
+    settings = dict(time_limit=30.0, now=NOW)
+    greedy = run_cycle(state, CycleSettings(engine="greedy", **settings))
+    cp = run_cycle(state, CycleSettings(engine="cp-sat", **settings))
+    assert cp.status == "FALLBACK" and "searchResumedSeconds" in cp.stats and "evictionSearch" not in cp.stats
+    assert not greedy.greedy.search_clocked and not cp.greedy.search_clocked
+    assert evictions(cp.session) == evictions(greedy.session) and cp.session.evictions
+    assert placements(cp.session) == placements(greedy.session)
+    assert outcomes(cp.actions) == outcomes(greedy.actions)
+    # what the hint's search alone (the fallback before) decided is less
+    hint = run_greedy(state, NOW, bounded=True)
+    assert len(hint.session.evictions) < len(cp.session.evictions)

@@ -100,15 +100,14 @@ def test_kais_eviction_actions_after_a_lean_model_run_only_in_the_time_left() ->
     c.node("n-a", gpus=4).node("n-b", gpus=4).queue("q")
     c.job("busy-a", "q", gpus=2, running_on=["n-a"]).job("busy-b", "q", gpus=1, running_on=["n-b"])
     c.job("j1", "q", gpus=1).job("j2", "q", gpus=2).job("j3", "q", gpus=2)
-    real = pipeline.run_evictions
+    real = pipeline.EvictionSearch.run
     calls: list[int] = []
 
-    def slow(state, session, now, budget=None):
+    def slow(search, budget=None):       # KAI's eviction actions, wherever they run
         calls.append(1)
         time.sleep(0.7)
-        return real(state, session, now, budget)
-    with full_build_too_slow(), mock.patch.object(pipeline, "run_evictions", slow), \
-            mock.patch.object(cycle_mod, "run_evictions", slow):
+        return real(search, budget)
+    with full_build_too_slow(), mock.patch.object(pipeline.EvictionSearch, "run", slow):
         res = run(c.doc())
     out = res.to_json()
     cyc = out["cycle"]

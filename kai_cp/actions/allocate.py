@@ -8,6 +8,7 @@ placed, which the cycle uses to explain pending jobs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,7 @@ class GreedyResult:
     now: float = 0.0                                # the cycle's clock, for min-runtime protection
     allocate_seconds: float = 0.0                   # allocate's own time (run_greedy), the actions' after it
     search_clocked: bool = False                    # the cycle's clock, not the work bound, stopped the actions' search
+    search: Any = None                              # the actions' EvictionSearch (actions/pipeline.py), to resume
 
     @property
     def started_jobs(self) -> set[str]:

@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from kai_cp.actions.preemptors import ActionOutcome, pending_jobs, run_action
+from kai_cp.actions.preemptors import ActionOutcome, ActionPass, pending_jobs
 from kai_cp.actions.victims import Solution, Victim, VictimQueue, preemptible_running, victim_heads
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.ordering import tasks_to_allocate
@@ -110,9 +110,15 @@ def enabled(state: ClusterState) -> bool:
     return cfg.max_consolidation_preemptees != 0 and cfg.gpu_placement != "spread" and cfg.cpu_placement != "spread"
 
 
-def run_consolidation(state: ClusterState, session: Session, budget=None) -> ActionOutcome:
-    policy = ConsolidationPolicy(state, session)
+def consolidation_pass(state: ClusterState, session: Session) -> ActionPass | None:
+    """None where the configuration disables consolidation."""
     if not enabled(state):
-        return ActionOutcome(ACTION)
-    return run_action(state, session, policy, policy.eligible,
-                      [j for j in pending_jobs(state, session) if j.preemptible], per_queue_signatures=False, budget=budget)
+        return None
+    policy = ConsolidationPolicy(state, session)
+    return ActionPass(state, session, policy, policy.eligible,
+                      [j for j in pending_jobs(state, session) if j.preemptible], per_queue_signatures=False)
+
+
+def run_consolidation(state: ClusterState, session: Session, budget=None) -> ActionOutcome:
+    one = consolidation_pass(state, session)
+    return ActionOutcome(ACTION) if one is None else one.run(budget)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 
 from kai_cp.actions import min_runtime
-from kai_cp.actions.consolidation import run_consolidation
-from kai_cp.actions.preempt import run_preempt
+from kai_cp.actions.consolidation import consolidation_pass
+from kai_cp.actions.preempt import preempt_pass
 from kai_cp.actions.allocate import GreedyResult, run_allocate
-from kai_cp.actions.preemptors import ActionOutcome, Budget
-from kai_cp.actions.reclaim import run_reclaim
+from kai_cp.actions.preemptors import ActionOutcome, ActionPass, Budget
+from kai_cp.actions.reclaim import reclaim_pass
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -45,18 +45,53 @@ class RuntimeGuard:
         return None
 
 
+class EvictionSearch:
+    """KAI's eviction actions in order over one session, resumable (actions/preemptors.py
+    ActionPass): a search its budget stopped goes on, by `run` with a larger budget, from where
+    it stopped; an action starts only once the one before it has ended, as in one uninterrupted
+    run."""
+
+    def __init__(self, state: ClusterState, session: Session, now: float):
+        self.state, self.session = state, session
+        self.guard = RuntimeGuard(state, session, now)
+        self.actions = [a for a in state.config.actions if a in EVICTING]
+        self.at = 0                                  # the action running or next to start
+        self.current: ActionPass | None = None
+        self.outcomes: dict[str, ActionOutcome] = {}
+        self.budget: Budget | None = None            # the budget of the last run
+
+    @property
+    def finished(self) -> bool:
+        return self.at >= len(self.actions)
+
+    def run(self, budget: Budget | None = None) -> dict[str, ActionOutcome]:
+        self.budget = budget
+        while not self.finished:
+            action = self.actions[self.at]
+            if self.current is None:
+                self.current = self._start(action)
+            if self.current is None:        # disabled by the configuration
+                self.outcomes[action] = ActionOutcome(action)
+            else:
+                self.outcomes[action] = self.current.run(budget)
+                if not self.current.done:
+                    break
+            self.at, self.current = self.at + 1, None
+        for action in self.actions[self.at + 1:]:        # not started: the budget stopped one before
+            self.outcomes[action] = ActionOutcome(action, budget_spent=True)
+        return {a: self.outcomes[a] for a in self.actions}
+
+    def _start(self, action: str) -> ActionPass | None:
+        if action == "consolidation":
+            return consolidation_pass(self.state, self.session)
+        if action == "reclaim":
+            return reclaim_pass(self.state, self.session, self.guard)
+        return preempt_pass(self.state, self.session, self.guard)
+
+
 def run_evictions(state: ClusterState, session: Session, now: float, budget: Budget | None = None
                   ) -> dict[str, ActionOutcome]:
-    guard = RuntimeGuard(state, session, now)
-    out: dict[str, ActionOutcome] = {}
-    for action in state.config.actions:
-        if action == "consolidation":
-            out[action] = run_consolidation(state, session, budget)
-        elif action == "reclaim":
-            out[action] = run_reclaim(state, session, guard, budget)
-        elif action == "preempt":
-            out[action] = run_preempt(state, session, guard, budget)
-    return out
+    return EvictionSearch(state, session, now).run(budget)
 
 
 # Work (victims queued plus placements simulated) the eviction actions may do when they only hint
@@ -121,7 +156,8 @@ def run_greedy(state: ClusterState, now: float, bounded: bool = False, evictions
     if evictions and any(a in EVICTING for a in state.config.actions):
         budget = (hint_budget(state, deadline) if bounded else
                   cycle_budget(state, len(greedy.order), time_limit, deadline) if time_limit is not None else None)
-        greedy.actions = run_evictions(state, greedy.session, now, budget)
+        greedy.search = EvictionSearch(state, greedy.session, now)
+        greedy.actions = greedy.search.run(budget)
         greedy.search_clocked = budget is not None and budget.clocked
     return greedy
 

@@ -5,7 +5,7 @@ quota allows it; queue limits apply through the per-task capacity check of the s
 from __future__ import annotations
 
 from kai_cp.actions.reclaim_rules import preempt_quota_ok
-from kai_cp.actions.preemptors import ActionOutcome, pending_jobs, run_action
+from kai_cp.actions.preemptors import ActionOutcome, ActionPass, pending_jobs
 from kai_cp.actions.victims import Solution, Victim, preemptible_running
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.ordering import request_vector, tasks_to_allocate
@@ -47,6 +47,10 @@ class PreemptPolicy:
                 f"{self.state.queues[preemptor.queue].label} would not make room for it")
 
 
-def run_preempt(state: ClusterState, session: Session, guard, budget=None) -> ActionOutcome:
+def preempt_pass(state: ClusterState, session: Session, guard) -> ActionPass:
     policy = PreemptPolicy(state, session, guard)
-    return run_action(state, session, policy, policy.eligible, pending_jobs(state, session), per_queue_signatures=True, budget=budget)
+    return ActionPass(state, session, policy, policy.eligible, pending_jobs(state, session), per_queue_signatures=True)
+
+
+def run_preempt(state: ClusterState, session: Session, guard, budget=None) -> ActionOutcome:
+    return preempt_pass(state, session, guard).run(budget)

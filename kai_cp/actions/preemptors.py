@@ -31,6 +31,12 @@ class Budget:
         self.deadline = deadline
         self.clocked = False
 
+    def resume(self, work: int, deadline: float | None) -> None:
+        """More work and a new deadline, for a search resumed after this budget stopped it."""
+        self.left += work
+        self.deadline = deadline
+        self.clocked = False
+
     def spend(self, amount: int) -> None:
         self.left -= amount
         if self.left < 0 or self._late():
@@ -122,45 +128,73 @@ class Representatives:
             self.reps[k] = new
 
 
-def run_action(state: ClusterState, session: Session, policy: Policy, eligible: Callable[[JobInfo], str | None],
-               jobs: list[JobInfo], per_queue_signatures: bool, budget: Budget | None = None) -> ActionOutcome:
-    """One eviction action. `eligible(job)` says why a popped job may not be a preemptor now
-    (None: it may), evaluated against the session as it is when the job's turn comes."""
-    out = ActionOutcome(policy.action)
-    jobs = within_queue_depth(jobs, state.config.queue_depth_per_action.get(policy.action), session)
-    if not jobs:
-        return out
-    if budget is not None and budget.spent():
-        out.budget_spent = True
-        return out
-    solver = JobSolver(state, session, policy, budget)
-    reps = Representatives(per_queue_signatures)
-    queue = JobQueue(session, jobs)
-    while queue:
-        job = queue.pop()
-        if job is None:
-            break
-        if state.config.use_scheduling_signatures and reps.skip(job, session):
-            out.skipped += 1
-            continue
-        why = eligible(job) if ready_in_session(job, session) else \
-            f"{policy.action}: the gang's running pods were evicted earlier in this cycle; its pending pods alone are below its minimum"
-        if why is not None:
-            out.failed[job.name] = why
-            continue
-        out.attempts += 1
-        try:
-            solution = solver.solve(job)
-        except BudgetSpent:
+class ActionPass:
+    """One eviction action's pass over its preemptors (pending jobs in queue and job order, each
+    given one solver attempt), resumable: a pass its budget stopped goes on from the preemptor it
+    stopped at, with the session as that left it (the stopped attempt is rolled back and its work
+    given back to the budget), so a pass stopped and resumed decides what one pass with the
+    larger bound decides. The CP-SAT cycle resumes KAI's search where it falls back to it
+    (cycle.py), so its fallback searched as far as the greedy engine's cycle would have."""
+
+    def __init__(self, state: ClusterState, session: Session, policy: Policy,
+                 eligible: Callable[[JobInfo], str | None], jobs: list[JobInfo], per_queue_signatures: bool):
+        self.state, self.session, self.policy, self.eligible = state, session, policy, eligible
+        self.out = ActionOutcome(policy.action)
+        self.jobs = within_queue_depth(jobs, state.config.queue_depth_per_action.get(policy.action), session)
+        self.queue: JobQueue | None = None
+        self.solver: JobSolver | None = None
+        self.reps = Representatives(per_queue_signatures)
+        self.stopped_at: JobInfo | None = None      # the preemptor whose attempt the budget stopped
+        self.done = not self.jobs
+
+    def run(self, budget: Budget | None = None) -> ActionOutcome:
+        out = self.out
+        if self.done:
+            return out
+        if budget is not None and budget.spent():
             out.budget_spent = True
-            out.failed[job.name] = f"{policy.action}: {budget.why()}"
-            break
-        if solution is None:
-            out.failed[job.name] = policy.failure(job)
-            reps.failed(job, session)
-            continue
-        out.solved[job.name] = solution
-    return out
+            return out
+        out.budget_spent = False
+        if self.queue is None:
+            self.solver = JobSolver(self.state, self.session, self.policy, budget)
+            self.queue = JobQueue(self.session, self.jobs)
+        self.solver.budget = budget
+        state, session, queue, reps, policy = self.state, self.session, self.queue, self.reps, self.policy
+        while True:
+            if self.stopped_at is not None:
+                job, self.stopped_at = self.stopped_at, None
+                out.failed.pop(job.name, None)
+                out.attempts -= 1
+            else:
+                job = queue.pop() if queue else None
+                if job is None:
+                    break
+                if state.config.use_scheduling_signatures and reps.skip(job, session):
+                    out.skipped += 1
+                    continue
+                why = self.eligible(job) if ready_in_session(job, session) else (
+                    f"{policy.action}: the gang's running pods were evicted earlier in this cycle; its pending pods "
+                    "alone are below its minimum")
+                if why is not None:
+                    out.failed[job.name] = why
+                    continue
+            out.attempts += 1
+            before = budget.left if budget is not None else 0
+            try:
+                solution = self.solver.solve(job)
+            except BudgetSpent:
+                budget.left = before        # the attempt is rolled back: resumed, it runs again whole
+                self.stopped_at = job
+                out.budget_spent = True
+                out.failed[job.name] = f"{policy.action}: {budget.why()}"
+                return out
+            if solution is None:
+                out.failed[job.name] = policy.failure(job)
+                reps.failed(job, session)
+                continue
+            out.solved[job.name] = solution
+        self.done = True
+        return out
 
 
 def pending_jobs(state: ClusterState, session: Session) -> list[JobInfo]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from kai_cp import capacity
-from kai_cp.actions.preemptors import ActionOutcome, pending_jobs, run_action
+from kai_cp.actions.preemptors import ActionOutcome, ActionPass, pending_jobs
 from kai_cp.actions.reclaim_rules import ReclaimValidator, can_reclaim, leveled_queues
 from kai_cp.actions.victims import Solution, Victim, preemptible_running
 from kai_cp.jobs import JobInfo, TaskInfo
@@ -87,6 +87,10 @@ class ReclaimPolicy:
                 "within their fair shares")
 
 
-def run_reclaim(state: ClusterState, session: Session, guard, budget=None) -> ActionOutcome:
+def reclaim_pass(state: ClusterState, session: Session, guard) -> ActionPass:
     policy = ReclaimPolicy(state, session, guard)
-    return run_action(state, session, policy, policy.eligible, pending_jobs(state, session), per_queue_signatures=True, budget=budget)
+    return ActionPass(state, session, policy, policy.eligible, pending_jobs(state, session), per_queue_signatures=True)
+
+
+def run_reclaim(state: ClusterState, session: Session, guard, budget=None) -> ActionOutcome:
+    return reclaim_pass(state, session, guard).run(budget)
