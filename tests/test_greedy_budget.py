@@ -124,7 +124,7 @@ def outcomes(actions) -> dict[str, tuple]:
 @pytest.mark.parametrize("more", [400, 2_500, 10**9])
 def test_a_search_resumed_decides_what_one_longer_search_decides(state, small_rates, more) -> None:
     """Why: the CP-SAT cycle stops KAI's search at half its limit for the model, and where it then
-    returns KAI's decisions it resumes that search (cycle.py `resume_search`). Resumed from where
+    falls back to KAI's decisions it resumes that search (cycle.py `resume_search`). Resumed from where
     the bound stopped it (the stopped preemptor tried again whole), it must decide what one search
     with the larger bound decides: the same evictions, placements and per-action outcomes."""
     cut = run_greedy(state, NOW, bounded=True)               # the hint's bound: 1,000 (small_rates)
@@ -149,8 +149,7 @@ def test_a_search_resumed_decides_what_one_longer_search_decides(state, small_ra
         assert evictions(again.session) == evictions(once.session)
 
 
-def test_a_cp_sat_cycle_that_returns_kais_decisions_searched_as_the_greedy_engine_does(state, small_rates,
-                                                                                     monkeypatch) -> None:
+def test_a_cp_sat_cycle_that_falls_back_searched_as_the_greedy_engine_does(state, small_rates, monkeypatch) -> None:
     """bench_cycle's 100-node clusters: the CP-SAT cycle fell back at 0.53 s of a 1 s limit with KAI's
     search of half the limit (3 of 20 seeds), and admitted fewer GPUs than the greedy engine on 10 of
     20. Its fallback now resumes KAI's search until the cycle's end with the greedy engine's bound:
