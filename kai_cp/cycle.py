@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from kai_cp.actions.pipeline import (cycle_budget, estimated_greedy_seconds, hint_budget, run_evictions, run_greedy,
-                                     unmodelled_evictions)
+from kai_cp.actions.pipeline import (CYCLE_NOTE, beyond_hint, estimated_greedy_seconds, hint_budget, run_evictions,
+                                     run_greedy, unmodelled_evictions)
 from kai_cp.actions.preemptors import ActionOutcome
 from kai_cp.gcpause import gc_paused
 from kai_cp.gpu_sharing import gpu_fraction
@@ -208,11 +208,12 @@ def resume_search(state: ClusterState, kai: GreedyResult, time_limit: float, end
     model) and admitted fewer GPUs than the greedy engine on 10 of 20. Not where the model's
     answer is KAI's allocation (a lean model proving it best): those cycles keep ending early
     (twelve 1 s `kai-cp simulate` cycles on 5 seeds: 48 s in all with them resumed, 33 without)."""
-    search, budget = kai.search, getattr(kai.search, "budget", None)
-    if search is None or budget is None or search.finished or time.perf_counter() >= end:
+    search = kai.search
+    if search is None or search.budget is None or search.finished or time.perf_counter() >= end:
         return
     t = time.perf_counter()
-    budget.resume(cycle_budget(state, len(kai.order), time_limit).left - hint_budget(state).left, end)
+    budget = search.budget
+    budget.resume(beyond_hint(state, len(kai.order), time_limit), end, CYCLE_NOTE)
     kai.actions = search.run(budget)
     kai.search_clocked = budget.clocked
     stats["searchResumedSeconds"] = round(time.perf_counter() - t, 6)

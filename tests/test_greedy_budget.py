@@ -131,11 +131,11 @@ def test_a_search_resumed_decides_what_one_longer_search_decides(state, small_ra
     assert cut.search is not None and not cut.search.finished
     assert any(o.budget_spent for o in cut.actions.values())
     budget = cut.search.budget
-    budget.resume(more, None)
+    budget.resume(more, None, pipeline.CYCLE_NOTE)
     resumed = cut.search.run(budget)
     once = run_greedy(state, NOW, evictions=False)
     search = pipeline.EvictionSearch(state, once.session, NOW)
-    whole = search.run(preemptors.Budget(pipeline.hint_budget(state).left + more))
+    whole = search.run(preemptors.Budget(pipeline.hint_budget(state).left + more, pipeline.CYCLE_NOTE))
     assert evictions(cut.session) == evictions(once.session) and cut.session.evictions
     assert placements(cut.session) == placements(once.session)
     assert outcomes(resumed) == outcomes(whole)
@@ -143,7 +143,7 @@ def test_a_search_resumed_decides_what_one_longer_search_decides(state, small_ra
     # resumed twice, in smaller steps, it still decides the same
     again = run_greedy(state, NOW, bounded=True)
     for _ in range(3):
-        again.search.budget.resume(more // 3 + (more % 3 > 0), None)
+        again.search.budget.resume(more // 3 + (more % 3 > 0), None, pipeline.CYCLE_NOTE)
         again.search.run(again.search.budget)
     if more % 3 == 0:
         assert evictions(again.session) == evictions(once.session)

@@ -137,9 +137,15 @@ def cycle_budget(state: ClusterState, jobs: int, time_limit: float, deadline: fl
     1,000-node cluster and over 8 minutes at 10,000 nodes, with a 1 s limit. The hint's bound
     plus what the rest of the limit allows, so the greedy engine never searches less than the
     CP-SAT cycle's fallback does."""
-    extra = int(WORK_PER_SECOND * max(0.0, time_limit - estimated_greedy_seconds(state, jobs)))
-    return Budget(hint_budget(state).left + extra, "the cycle's time limit bounds it; a longer one searches further",
-                  deadline)
+    return Budget(hint_budget(state).left + beyond_hint(state, jobs, time_limit), CYCLE_NOTE, deadline)
+
+
+CYCLE_NOTE = "the cycle's time limit bounds it; a longer one searches further"
+
+
+def beyond_hint(state: ClusterState, jobs: int, time_limit: float) -> int:
+    """The greedy engine's work bound beyond the hint's: what the limit leaves after allocate."""
+    return int(WORK_PER_SECOND * max(0.0, time_limit - estimated_greedy_seconds(state, jobs)))
 
 
 def run_greedy(state: ClusterState, now: float, bounded: bool = False, evictions: bool = True,

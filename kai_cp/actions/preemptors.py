@@ -31,10 +31,11 @@ class Budget:
         self.deadline = deadline
         self.clocked = False
 
-    def resume(self, work: int, deadline: float | None) -> None:
-        """More work and a new deadline, for a search resumed after this budget stopped it."""
+    def resume(self, work: int, deadline: float | None, note: str) -> None:
+        """More work, a new deadline and what a preemptor left unsearched may then expect, for a
+        search resumed after this budget stopped it."""
         self.left += work
-        self.deadline = deadline
+        self.deadline, self.note = deadline, note
         self.clocked = False
 
     def spend(self, amount: int) -> None:
