@@ -215,7 +215,6 @@ def resume_search(state: ClusterState, kai: GreedyResult, time_limit: float, end
     budget = search.budget
     budget.resume(beyond_hint(state, len(kai.order), time_limit), end, CYCLE_NOTE)
     kai.actions = search.run(budget)
-    kai.search_clocked = budget.clocked
     stats["searchResumedSeconds"] = round(time.perf_counter() - t, 6)
     if budget.clocked:
         stats["evictionSearch"] = CLOCKED

@@ -44,8 +44,13 @@ class GreedyResult:
     actions: dict = field(default_factory=dict)     # eviction action -> ActionOutcome (actions/preemptors.py)
     now: float = 0.0                                # the cycle's clock, for min-runtime protection
     allocate_seconds: float = 0.0                   # allocate's own time (run_greedy), the actions' after it
-    search_clocked: bool = False                    # the cycle's clock, not the work bound, stopped the actions' search
     search: Any = None                              # the actions' EvictionSearch (actions/pipeline.py), to resume
+
+    @property
+    def search_clocked(self) -> bool:
+        """The cycle's clock, not the work bound, stopped the actions' (last) search."""
+        budget = getattr(self.search, "budget", None)
+        return budget is not None and budget.clocked
 
     @property
     def started_jobs(self) -> set[str]:

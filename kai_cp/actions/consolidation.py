@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from kai_cp.actions.preemptors import ActionOutcome, ActionPass, pending_jobs
+from kai_cp.actions.preemptors import ActionPass, pending_jobs
 from kai_cp.actions.victims import Solution, Victim, VictimQueue, preemptible_running, victim_heads
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.ordering import tasks_to_allocate
@@ -117,8 +117,3 @@ def consolidation_pass(state: ClusterState, session: Session) -> ActionPass | No
     policy = ConsolidationPolicy(state, session)
     return ActionPass(state, session, policy, policy.eligible,
                       [j for j in pending_jobs(state, session) if j.preemptible], per_queue_signatures=False)
-
-
-def run_consolidation(state: ClusterState, session: Session, budget=None) -> ActionOutcome:
-    one = consolidation_pass(state, session)
-    return ActionOutcome(ACTION) if one is None else one.run(budget)

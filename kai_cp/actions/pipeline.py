@@ -164,7 +164,6 @@ def run_greedy(state: ClusterState, now: float, bounded: bool = False, evictions
                   cycle_budget(state, len(greedy.order), time_limit, deadline) if time_limit is not None else None)
         greedy.search = EvictionSearch(state, greedy.session, now)
         greedy.actions = greedy.search.run(budget)
-        greedy.search_clocked = budget is not None and budget.clocked
     return greedy
 
 

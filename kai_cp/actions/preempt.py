@@ -5,7 +5,7 @@ quota allows it; queue limits apply through the per-task capacity check of the s
 from __future__ import annotations
 
 from kai_cp.actions.reclaim_rules import preempt_quota_ok
-from kai_cp.actions.preemptors import ActionOutcome, ActionPass, pending_jobs
+from kai_cp.actions.preemptors import ActionPass, pending_jobs
 from kai_cp.actions.victims import Solution, Victim, preemptible_running
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.ordering import request_vector, tasks_to_allocate
@@ -50,7 +50,3 @@ class PreemptPolicy:
 def preempt_pass(state: ClusterState, session: Session, guard) -> ActionPass:
     policy = PreemptPolicy(state, session, guard)
     return ActionPass(state, session, policy, policy.eligible, pending_jobs(state, session), per_queue_signatures=True)
-
-
-def run_preempt(state: ClusterState, session: Session, guard, budget=None) -> ActionOutcome:
-    return preempt_pass(state, session, guard).run(budget)

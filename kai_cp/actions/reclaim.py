@@ -6,7 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from kai_cp import capacity
-from kai_cp.actions.preemptors import ActionOutcome, ActionPass, pending_jobs
+from kai_cp.actions.preemptors import ActionPass, pending_jobs
 from kai_cp.actions.reclaim_rules import ReclaimValidator, can_reclaim, leveled_queues
 from kai_cp.actions.victims import Solution, Victim, preemptible_running
 from kai_cp.jobs import JobInfo, TaskInfo
@@ -90,7 +90,3 @@ class ReclaimPolicy:
 def reclaim_pass(state: ClusterState, session: Session, guard) -> ActionPass:
     policy = ReclaimPolicy(state, session, guard)
     return ActionPass(state, session, policy, policy.eligible, pending_jobs(state, session), per_queue_signatures=True)
-
-
-def run_reclaim(state: ClusterState, session: Session, guard, budget=None) -> ActionOutcome:
-    return reclaim_pass(state, session, guard).run(budget)
