@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kai_cp.resources import MIG_PREFIX, PodRequest
+from kai_cp.resources import MIG_PREFIX, PodRequest, some_key_contains
 
 MIG_ENABLED_LABEL = "node-role.kubernetes.io/mig-enabled"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
@@ -27,7 +27,7 @@ def mig_enabled(node) -> bool:
 
 def legacy_mig(annotations) -> bool:
     """MIG asked through pod annotations (the pre-device-plugin way): KAI never schedules these."""
-    return any(str(k).startswith(MIG_PREFIX) for k in (annotations or {}))
+    return some_key_contains(annotations, MIG_PREFIX) and any(str(k).startswith(MIG_PREFIX) for k in annotations)
 
 
 class ResourceTypes:

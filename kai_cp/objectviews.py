@@ -12,7 +12,6 @@ the scheduler reads from a model's extras are declared under their JSON name
 on a model and on a view. tests/test_objectviews.py holds the two paths side by side.
 """
 
-from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field as dataclass_field

@@ -20,7 +20,6 @@ them (kai_cp.loader.load_snapshot(views=True)); simulate, the explore API and th
 load full models.
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Optional
 

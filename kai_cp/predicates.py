@@ -41,8 +41,8 @@ def predicate_key(spec, labels: dict[str, str] | None = None, namespace: str = "
             fields = tuple((e.key, e.operator, tuple(e.values or ())) for e in (term.match_fields or []))
             out.append((exprs, fields))
         terms = (tuple(out),)
-    tolerations = tuple((t.key or "", t.operator or "Equal", t.value or "", t.effect or "")
-                        for t in (spec.tolerations or []))
+    tolerations = tuple([(t.key or "", t.operator or "Equal", t.value or "", t.effect or "")
+                         for t in spec.tolerations]) if spec.tolerations else ()
     return (selector, terms, tolerations, affinity_key(spec, labels or {}, namespace))
 
 

@@ -21,7 +21,7 @@ from kai_cp.jobs import BOUND, DEFAULT_PODSET, FAILED, RELEASING, RUNNING, SUCCE
 from kai_cp.mig import legacy_mig
 from kai_cp.nodes import NodeInfo, make_node
 from kai_cp.predicates import predicate_key
-from kai_cp.resources import PodRequest, cached_pod_request
+from kai_cp.resources import PodRequest, cached_pod_request, some_key_contains
 
 POD_GROUP_ANNOTATION = "pod-group-name"
 LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
@@ -111,13 +111,19 @@ def pod_record(pod, shared_keys: dict[tuple, tuple]) -> PodRecord:
         uid=meta.uid or meta.name, name=meta.name, namespace=meta.namespace or "default",
         bind_key=(meta.namespace or "", meta.name), status=status, node=node,
         gated=bool(pod.spec.scheduling_gates), request=request,
-        gpu_groups=tuple(sorted({v for k, v in labels.items()
-                                 if k == GPU_GROUP_LABEL or k.startswith(GPU_GROUP_LABEL + "/")})),
+        gpu_groups=gpu_groups_of(labels),
         group=annotations.get(POD_GROUP_ANNOTATION), subgroup=labels.get(SUBGROUP_LABEL),
         order_key=task_order_key(pod), predicate_key=shared_keys.setdefault(pk, pk),
         nominated_node=(pod.status.nominated_node_name if pod.status else None),
         scheduler_name=pod.spec.scheduler_name or "default-scheduler",
         utility=labels.get("app") in UTILITY_APPS, legacy_mig=legacy_mig(annotations), pod=pod)
+
+
+def gpu_groups_of(labels: dict[str, str]) -> tuple[str, ...]:
+    """The pod's GPU groups, from its `runai-gpu-group` and `runai-gpu-group/...` labels."""
+    if not some_key_contains(labels, GPU_GROUP_LABEL):
+        return ()
+    return tuple(sorted({v for k, v in labels.items() if k == GPU_GROUP_LABEL or k.startswith(GPU_GROUP_LABEL + "/")}))
 
 
 # ----------------------------------------------------------------------------------------- nodes

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from kai_cp.resources import PodRequest, node_capacity, pod_request
 from models import Pod
@@ -250,3 +251,35 @@ def test_request_hash_is_kept_and_left_out_of_pickles():
     assert b"_hash" not in data
     back = pickle.loads(data)
     assert back == r and "_hash" not in back.__dict__ and hash(back) == hash(r)
+
+
+# ------------------------------------------------------- key scans of labels and annotations
+
+_KEY_PARTS = st.sampled_from(["runai-gpu-group", "runai-gpu-group/", "x-runai-gpu-group", "nvidia.com/mig-",
+                              "nvidia.com/mig-1g.10gb", "gpu-fraction", "gpu-memory", "app", "/", "a", ""])
+_KEYS = st.lists(_KEY_PARTS, min_size=1, max_size=3).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(labels=st.dictionaries(_KEYS, st.text(max_size=3), max_size=6))
+def test_key_scans_with_their_prefilter_read_what_a_scan_of_every_key_reads(labels):
+    """The per-pod scans skip a mapping whose joined keys lack the prefix (kai_cp/resources.py
+    some_key_contains): the GPU groups, legacy MIG and the sharing annotations of a pod are
+    what testing every key gives."""
+    from kai_cp.mig import legacy_mig
+    from kai_cp.records import GPU_GROUP_LABEL, gpu_groups_of
+    from kai_cp.resources import MIG_PREFIX, _SHARING_KEYS, _sharing_annotations
+
+    assert gpu_groups_of(labels) == tuple(sorted({v for k, v in labels.items()
+                                                  if k == GPU_GROUP_LABEL or k.startswith(GPU_GROUP_LABEL + "/")}))
+    assert legacy_mig(labels) == any(k.startswith(MIG_PREFIX) for k in labels)
+    assert _sharing_annotations(labels) == tuple(sorted(
+        (k, v) for k, v in labels.items() if k in _SHARING_KEYS or k.startswith(MIG_PREFIX)))
+
+
+def test_key_scan_of_a_mapping_with_a_key_that_is_not_text():
+    from kai_cp.resources import some_key_contains
+
+    assert some_key_contains({1: "a", "nvidia.com/mig-1g": "b"}, "nvidia.com/mig-")
+    assert not some_key_contains({1: "a"}, "nvidia.com/mig-")
+    assert not some_key_contains(None, "x") and not some_key_contains({}, "x")
