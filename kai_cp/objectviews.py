@@ -12,7 +12,8 @@ the scheduler reads from a model's extras are declared under their JSON name
 on a model and on a view. tests/test_objectviews.py holds the two paths side by side.
 """
 
-
+# No `from __future__ import annotations` here: msgspec then reads the types as they are instead
+# of evaluating each annotation string when it builds a decoder (~4 ms of every start).
 import math
 from dataclasses import dataclass, field as dataclass_field
 from typing import Any, ClassVar, Optional, Union

@@ -20,7 +20,8 @@ them (kai_cp.loader.load_snapshot(views=True)); simulate, the explore API and th
 load full models.
 """
 
-
+# No `from __future__ import annotations` here: msgspec then reads the types as they are instead
+# of evaluating each annotation string when it builds a decoder (~4 ms of every start).
 from typing import Annotated, Any, ClassVar, Optional
 
 import msgspec
