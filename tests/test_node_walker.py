@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import clustergen as cg
 from kai_cp import fit
 from kai_cp.actions.allocate import run_allocate
+from kai_cp.actions.pipeline import run_greedy
 from kai_cp.fit import Fitter, NodeWalker, _walk_keys
 from kai_cp.loader import load_snapshot_dict
 from kai_cp.state import build_cluster_state
@@ -56,10 +57,15 @@ def test_the_walk_reads_kais_order_however_far_it_goes(case: tuple) -> None:
     assert walker.idle0.tolist() == fits_idle[expected].tolist()
 
 
-def placements(doc: dict[str, Any]) -> list:
+def placements(doc: dict[str, Any]) -> tuple[list, list, list]:
+    """Allocate's placements, then KAI's whole cycle's (its eviction actions' scenarios walk
+    within their feasible nodes) with its evictions."""
     state = build_cluster_state(load_snapshot_dict(doc))
-    g = run_allocate(state)
-    return sorted((k, p.node, p.pipelined, tuple(p.gpu_groups)) for k, p in g.session.placements.items())
+    alone = run_allocate(state).session
+    cycle = run_greedy(state, float(cg.BASE_EPOCH)).session
+    return (sorted((k, p.node, p.pipelined, tuple(p.gpu_groups)) for k, p in alone.placements.items()),
+            sorted((k, p.node, p.pipelined, tuple(p.gpu_groups)) for k, p in cycle.placements.items()),
+            sorted((k, e.action, e.for_job) for k, e in cycle.evictions.items()))
 
 
 def check_same_as_ranking_every_pod(doc: dict[str, Any]) -> None:
@@ -67,7 +73,7 @@ def check_same_as_ranking_every_pod(doc: dict[str, Any]) -> None:
         m.setattr(fit, "HEAD", 1)          # every walk past its head: the lazily sorted rest is read
         walked = placements(doc)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(Fitter, "walker", lambda self, task: None)     # KAI's scores over all nodes, per pod
+        m.setattr(Fitter, "walker", lambda self, task, allowed=None: None)   # KAI's scores, per pod
         ranked = placements(doc)
     assert walked == ranked
 
@@ -81,4 +87,12 @@ def test_walked_placements_equal_ranking_every_pod(doc: dict[str, Any]) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=cg.contended_clusters(max_nodes=6))
 def test_walked_placements_equal_ranking_every_pod_on_contended_clusters(doc: dict[str, Any]) -> None:
+    check_same_as_ranking_every_pod(doc)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(doc=cg.contended_clusters(max_nodes=6, topology=True))
+def test_walks_within_topology_domains_place_as_ranking_every_pod(doc: dict[str, Any]) -> None:
+    """Gangs of identical pods inside a topology domain walk its nodes too (a domain without a
+    preferred level: one order for the whole run)."""
     check_same_as_ranking_every_pod(doc)
