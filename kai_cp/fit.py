@@ -275,10 +275,8 @@ class Fitter:
         shared = self.session.shared
         return shared.best[sub] >= 0 if shared is not None else np.zeros(len(sub), dtype=bool)
 
-    def walker(self, task: TaskInfo, allowed: np.ndarray | None = None) -> "NodeWalker | None":
-        """KAI's node order for a run of identical tasks, computed once (binpack only), over the
-        nodes `allowed` (binpack's min and max over them only scale the scores: the order is the
-        same)."""
+    def walker(self, task: TaskInfo) -> "NodeWalker | None":
+        """KAI's node order for a run of identical tasks, computed once (binpack only)."""
         cfg = self.state.config
         if cfg.gpu_placement == "spread" or cfg.cpu_placement == "spread" or task.nominated_node:
             return None
@@ -288,8 +286,6 @@ class Fitter:
         vec = self.state.table.vector(task)
         key = (vec.tobytes(), task.predicate_key, task.request.best_effort, task.request.kind)
         sub = self.subset(task, vec)
-        if allowed is not None:
-            sub = self.within(allowed, sub)
         if task.request.best_effort:
             fits = np.ones(len(sub), dtype=bool)
             fits_idle = fits
@@ -298,10 +294,9 @@ class Fitter:
             fits_idle = idle_fits(s, sub, fits, vec)
             # Free capacity only shrinks in this action, except what the current attempt may roll
             # back: nodes that fit nothing now (and were not touched by it) are dropped for good.
-            if not self.growing and allowed is None:
-                keep = fits if not s.touched else fits | np.isin(sub, np.fromiter(s.touched, dtype=np.int64))
-                if not keep.all():
-                    self._subsets[key] = sub[keep]
+            keep = fits if not s.touched else fits | np.isin(sub, np.fromiter(s.touched, dtype=np.int64))
+            if not keep.all() and not self.growing:
+                self._subsets[key] = sub[keep]
         sub, fits_idle = sub[fits], fits_idle[fits]
         # Same order as sorting by KAI's total score: +100 fitting on idle, +10 CPU-only task on a
         # CPU-only node, then binpack, which is strictly decreasing in free capacity; ties by name.

@@ -58,8 +58,8 @@ def test_the_walk_reads_kais_order_however_far_it_goes(case: tuple) -> None:
 
 
 def placements(doc: dict[str, Any]) -> tuple[list, list, list]:
-    """Allocate's placements, then KAI's whole cycle's (its eviction actions' scenarios walk
-    within their feasible nodes) with its evictions."""
+    """Allocate's placements, then KAI's whole cycle's with its evictions (the eviction actions
+    simulate on the allocation the walks made)."""
     state = build_cluster_state(load_snapshot_dict(doc))
     alone = run_allocate(state).session
     cycle = run_greedy(state, float(cg.BASE_EPOCH)).session
@@ -73,7 +73,7 @@ def check_same_as_ranking_every_pod(doc: dict[str, Any]) -> None:
         m.setattr(fit, "HEAD", 1)          # every walk past its head: the lazily sorted rest is read
         walked = placements(doc)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(Fitter, "walker", lambda self, task, allowed=None: None)   # KAI's scores, per pod
+        m.setattr(Fitter, "walker", lambda self, task: None)     # KAI's scores over all nodes, per pod
         ranked = placements(doc)
     assert walked == ranked
 
@@ -93,6 +93,5 @@ def test_walked_placements_equal_ranking_every_pod_on_contended_clusters(doc: di
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=cg.contended_clusters(max_nodes=6, topology=True))
 def test_walks_within_topology_domains_place_as_ranking_every_pod(doc: dict[str, Any]) -> None:
-    """Gangs of identical pods inside a topology domain walk its nodes too (a domain without a
-    preferred level: one order for the whole run)."""
+    """Topology gangs: their pods ranked within a domain, the rest walked, as ranking every pod."""
     check_same_as_ranking_every_pod(doc)

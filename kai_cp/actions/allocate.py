@@ -195,11 +195,8 @@ class Allocator:
         """Place tasks in order, stopping at the first that fits nowhere (its gang message recorded)."""
         last: tuple | None = None
         placed_in_podset: dict[str, int] = {}
-        for i, task in enumerate(tasks):
-            # within offered nodes a walk pays only for a run of identical tasks (a lone task's
-            # node is found cheaper by ranking once)
-            run = mask is None or (i + 1 < len(tasks) and _same_kind(task, tasks[i + 1]))
-            error = self._place(job, task, last, mask, scores, run)
+        for task in tasks:
+            error = self._place(job, task, last, mask, scores)
             if isinstance(error, str):
                 if self._explain:
                     self._failure = (tasks.index(task), placed_in_podset.get(task.podset, 0), error, task.key)
@@ -255,13 +252,9 @@ class Allocator:
         return [self.fitter.fitting_nodes(t) for t in kinds.values()]
 
     def _place(self, job: JobInfo, task: TaskInfo, last: tuple | None, mask: np.ndarray | None = None,
-               scores: np.ndarray | None = None, run: bool = True):
+               scores: np.ndarray | None = None):
         """Place one task; returns (class key, walker) on success or the task's fit-error text.
-        Identical tasks placed one after another walk one node order (NodeWalker), also within
-        the nodes offered (`mask`: a topology node set, an eviction scenario's feasible nodes),
-        which are the same for every task of one `_place_tasks`; with the set's preferred-level
-        scores, or a mask narrowed per task by in-cycle anti-affinity, nodes are ranked afresh
-        per task."""
+        Inside a topology node set (`mask`) nodes are ranked afresh per task, with the set's scores."""
         pre = self.fitter.pre_predicate_error(task)
         if pre is not None:
             return f"Scheduling conditions were not met for pod {task.key}:\nMaxNodePoolResources: {pre}."
@@ -272,34 +265,28 @@ class Allocator:
         if task.request.is_shared_gpu:      # KAI's fractional allocation (7.4)
             return None if place_shared(self.fitter, task, mask, scores) else \
                 self._fits_nowhere(shared_failure_reasons, task, mask)
-        key = (task.request, task.predicate_key, task.nominated_node)
-        walker = last[1] if last is not None and last[0] == key else None
-        if mask is not None and (scores is not None or self.anti or (walker is None and not run)):
+        if mask is not None:
             node, pipelined = self.fitter.choose(task, mask, scores)
             if node is None:
                 return self._fits_nowhere(Fitter.failure_reasons, task, mask)
             self.session.place(task, node, pipelined)
             return (None, None)
+        key = (task.request, task.predicate_key, task.nominated_node)
+        walker = last[1] if last is not None and last[0] == key else None
         if walker is None:
-            walker = self.fitter.walker(task, mask)
-        node, pipelined = walker.next(task) if walker is not None else self.fitter.choose(task, mask)
+            walker = self.fitter.walker(task)
+        node, pipelined = walker.next(task) if walker is not None else self.fitter.choose(task)
         if node is None and walker is not None and walker.stale:
-            node, pipelined = self.fitter.choose(task, mask)
+            node, pipelined = self.fitter.choose(task)
             walker = None
         if node is None:
-            return self._fits_nowhere(Fitter.failure_reasons, task, mask)
+            return self._fits_nowhere(Fitter.failure_reasons, task, None)
         self.session.place(task, node, pipelined)
         return (key, walker)
 
     def _fits_nowhere(self, reasons, task: TaskInfo, mask: np.ndarray | None) -> str:
         """The fit-error text of a task that fits on no node (10.1), only when it is wanted."""
         return summarize(reasons(self.fitter, task, mask)) if self._explain else ""
-
-
-def _same_kind(a: TaskInfo, b: TaskInfo) -> bool:
-    """Tasks one walk places (Allocator._place's key; shared objects compared by identity: a miss only
-    ranks a task alone, with the same outcome)."""
-    return a.request is b.request and a.predicate_key is b.predicate_key and a.nominated_node == b.nominated_node
 
 
 def within_queue_depth(jobs: list[JobInfo], depth: int | None, session: Session) -> list[JobInfo]:

@@ -403,16 +403,6 @@ class VictimQueue:
                 cur[i] += vec[i]
 
 
-def _fixed(feasible: np.ndarray, victim_nodes: list[int]) -> np.ndarray:
-    """A scenario's feasible nodes, the victims' nodes added, made read-only: the Fitter then
-    keeps each kind of task's nodes narrowed to them for the whole simulation (Fitter.within)
-    instead of narrowing its thousands of nodes again at each task placed (a sixth of a
-    10,000-node consolidation search)."""
-    feasible[victim_nodes] = True
-    feasible.flags.writeable = False
-    return feasible
-
-
 class _GpuFilter:
     """Scenario filter 6.2.3 (c), kept as necessary conditions only (it never rejects a feasible
     scenario): the step's whole GPUs must fit in what is free on feasible nodes plus what the
@@ -584,7 +574,9 @@ class JobSolver:
             gate.add(t)
         cp0 = s.checkpoint()
         self._evict(recorded, preemptor)
-        feasible = _fixed(base.copy(), [self._where[t.key] for t in recorded])
+        feasible = base.copy()
+        for t in recorded:
+            feasible[self._where[t.key]] = True
         if recorded and gate.ok():
             r = self._simulate(preemptor, tasks, recorded, feasible)
             if r is not None:
@@ -642,7 +634,9 @@ class JobSolver:
             cp = s.checkpoint()
             batch = [t for j in by_node[node] for t in by_job[j]]
             self._evict(batch, preemptor)
-            f = _fixed(feasible.copy(), [self._where[t.key] for t in batch])
+            f = feasible.copy()
+            for t in batch:
+                f[self._where[t.key]] = True
             r = self._simulate(preemptor, tasks, recorded + batch, f)
             if r is not None:
                 return r
