@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from fractions import Fraction
 
 from kai_cp.resources import PodRequest
+from models.cache import remember
 
 # Task statuses (spec 1.4).
 PENDING, RUNNING, RELEASING, BOUND, BINDING, GATED = "Pending", "Running", "Releasing", "Bound", "Binding", "Gated"
@@ -29,9 +30,8 @@ def ts_key(ts: datetime | None) -> float:
         return 0.0
     key = _TS_KEYS.get(ts)
     if key is None:
-        if len(_TS_KEYS) >= 1 << 16:
-            _TS_KEYS.clear()
-        key = _TS_KEYS[ts] = (ts if ts.tzinfo is not None else ts.replace(tzinfo=timezone.utc)).timestamp()
+        key = (ts if ts.tzinfo is not None else ts.replace(tzinfo=timezone.utc)).timestamp()
+        remember(_TS_KEYS, 1 << 16, ts, key)
     return key
 
 

@@ -92,6 +92,6 @@ def test_walked_placements_equal_ranking_every_pod_on_contended_clusters(doc: di
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=cg.contended_clusters(max_nodes=6, topology=True))
-def test_walks_within_topology_domains_place_as_ranking_every_pod(doc: dict[str, Any]) -> None:
-    """Topology gangs: their pods ranked within a domain, the rest walked, as ranking every pod."""
+def test_walked_placements_equal_ranking_every_pod_on_topology_clusters(doc: dict[str, Any]) -> None:
+    """Topology gangs' pods are ranked within their domains, the other gangs' walked."""
     check_same_as_ranking_every_pod(doc)

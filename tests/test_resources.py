@@ -8,7 +8,10 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from kai_cp.resources import PodRequest, node_capacity, pod_request
+from kai_cp.mig import legacy_mig
+from kai_cp.records import GPU_GROUP_LABEL, gpu_groups_of
+from kai_cp.resources import (MIG_PREFIX, _SHARING_KEYS, PodRequest, _sharing_annotations, node_capacity, pod_request,
+                              some_key_contains)
 from models import Pod
 from snapshot_builder import container, node, pod, podgroup, snapshot, solve_doc
 
@@ -266,10 +269,6 @@ def test_key_scans_with_their_prefilter_read_what_a_scan_of_every_key_reads(labe
     """The per-pod scans skip a mapping whose joined keys lack the prefix (kai_cp/resources.py
     some_key_contains): the GPU groups, legacy MIG and the sharing annotations of a pod are
     what testing every key gives."""
-    from kai_cp.mig import legacy_mig
-    from kai_cp.records import GPU_GROUP_LABEL, gpu_groups_of
-    from kai_cp.resources import MIG_PREFIX, _SHARING_KEYS, _sharing_annotations
-
     assert gpu_groups_of(labels) == tuple(sorted({v for k, v in labels.items()
                                                   if k == GPU_GROUP_LABEL or k.startswith(GPU_GROUP_LABEL + "/")}))
     assert legacy_mig(labels) == any(k.startswith(MIG_PREFIX) for k in labels)
@@ -278,8 +277,6 @@ def test_key_scans_with_their_prefilter_read_what_a_scan_of_every_key_reads(labe
 
 
 def test_key_scan_of_a_mapping_with_a_key_that_is_not_text():
-    from kai_cp.resources import some_key_contains
-
     assert some_key_contains({1: "a", "nvidia.com/mig-1g": "b"}, "nvidia.com/mig-")
     assert not some_key_contains({1: "a"}, "nvidia.com/mig-")
     assert not some_key_contains(None, "x") and not some_key_contains({}, "x")
