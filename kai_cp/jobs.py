@@ -8,7 +8,6 @@ from datetime import datetime, timezone
 from fractions import Fraction
 
 from kai_cp.resources import PodRequest
-from models.cache import remember
 
 # Task statuses (spec 1.4).
 PENDING, RUNNING, RELEASING, BOUND, BINDING, GATED = "Pending", "Running", "Releasing", "Bound", "Binding", "Gated"
@@ -21,18 +20,14 @@ ACTIVE_ALLOCATED = frozenset({ALLOCATED, PIPELINED, BINDING, BOUND, RUNNING})
 QUEUE_ALLOCATED = frozenset({ALLOCATED, BINDING, BOUND, RUNNING})
 
 DEFAULT_PODSET = "default"
-_TS_KEYS: dict[datetime, float] = {}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def ts_key(ts: datetime | None) -> float:
-    # memoised: a snapshot's pods share a few thousand creation times (loaded as shared instances)
-    if ts is None:
-        return 0.0
-    key = _TS_KEYS.get(ts)
-    if key is None:
-        key = (ts if ts.tzinfo is not None else ts.replace(tzinfo=timezone.utc)).timestamp()
-        remember(_TS_KEYS, 1 << 16, ts, key)
-    return key
+    ts = ts or _EPOCH
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    return ts.timestamp()
 
 
 @dataclass(eq=False, slots=True)   # slots: ~0.5 KB less per pod (issue 9: 140,000 pods in 2 GiB)

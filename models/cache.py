@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-K = TypeVar("K")
 V = TypeVar("V")
 
 
-def remember(cache: dict[K, V], maxsize: int, key: K, value: V) -> None:
+def remember(cache: dict[str, V], maxsize: int, key: str, value: V) -> None:
     """Store `value`, starting afresh when full (bounded memory, no eviction bookkeeping)."""
     if len(cache) >= maxsize:
         cache.clear()
