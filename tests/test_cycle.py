@@ -634,41 +634,10 @@ def test_the_victim_pool_and_candidate_selection_stop_at_the_deadline(monkeypatc
     assert res["cycle"]["wallSeconds"] < 0.5 + 0.3
 
 
-def test_the_eviction_actions_after_the_model_are_kept_back_from_the_solver(monkeypatch) -> None:
-    """Where KAI's eviction actions make a move the model cannot decide, they run again after the
-    model, on its answer: the solver's budget keeps back the time they took in KAI's actions
-    (here made 0.3 s), or the cycle would run past its limit by that much."""
-    import time
-
-    import kai_cp.actions.pipeline as pipeline
-    import kai_cp.model.solve as solve_module
-    from kai_cp.cli import _load, _state
-
-    real_search, real_solve = pipeline.EvictionSearch.run, solve_module.solve
-    budgets: list[float] = []
-
-    def slow_search(*args, **kwargs):
-        time.sleep(0.3)
-        return real_search(*args, **kwargs)
-
-    def recorded(ctx, budget, *args, **kwargs):
-        budgets.append(budget)
-        return real_solve(ctx, budget, *args, **kwargs)
-    monkeypatch.setattr(pipeline.EvictionSearch, "run", slow_search)
-    monkeypatch.setattr(solve_module, "solve", recorded)
-    state = _state(_load(str(Path(__file__).resolve().parent.parent / "examples" / "cluster-snapshot.zip"), views=True))
-    res = run_cycle(state, CycleSettings(engine="cp-sat", time_limit=1.0))
-    assert "greedy actions after the model" in res.stats.get("evictionsBy", "")
-    # 1 s less KAI's actions (>= 0.3 s), the model's build, the decoding reserve and >= 0.3 s more
-    assert len(budgets) == 1 and budgets[0] < 0.4, budgets
-    assert res.wall_seconds < 1.0
-
-
-def test_a_slow_second_allocate_does_not_shrink_what_is_kept_back_for_the_eviction_actions(monkeypatch) -> None:
-    """The time kept back for KAI's eviction actions after the model is what they took in KAI's
-    actions, whatever allocate takes when it runs again alone for the model's hint: reading it as
-    KAI's actions' time less that second allocate's, a 0.35 s stall of the latter (a loaded
-    machine) left the solver the actions' time too (CI, 2026-11-28: budget 0.49 s of a 1 s cycle)."""
+def _solver_budgets_with_slow_actions(monkeypatch, time_limit: float, stall_second_allocate: float = 0.0):
+    """The 48-node example's cp-sat cycle (KAI's consolidation moves: its eviction actions run
+    again after the model) with each run of those actions made 0.3 s slower and, optionally, the
+    second allocate (alone, for the model's hint) stalled: (cycle, solver budgets, allocations)."""
     import time
 
     import kai_cp.actions.pipeline as pipeline
@@ -686,7 +655,7 @@ def test_a_slow_second_allocate_does_not_shrink_what_is_kept_back_for_the_evicti
     def stalled_second(*args, **kwargs):
         allocations[0] += 1
         if allocations[0] == 2:
-            time.sleep(0.35)
+            time.sleep(stall_second_allocate)
         return real_allocate(*args, **kwargs)
 
     def recorded(ctx, budget, *args, **kwargs):
@@ -696,9 +665,28 @@ def test_a_slow_second_allocate_does_not_shrink_what_is_kept_back_for_the_evicti
     monkeypatch.setattr(pipeline, "run_allocate", stalled_second)
     monkeypatch.setattr(solve_module, "solve", recorded)
     state = _state(_load(str(Path(__file__).resolve().parent.parent / "examples" / "cluster-snapshot.zip"), views=True))
-    res = run_cycle(state, CycleSettings(engine="cp-sat", time_limit=1.5))
+    res = run_cycle(state, CycleSettings(engine="cp-sat", time_limit=time_limit))
     assert "greedy actions after the model" in res.stats.get("evictionsBy", "")
-    assert allocations[0] == 2
+    return res, budgets, allocations[0]
+
+
+def test_the_eviction_actions_after_the_model_are_kept_back_from_the_solver(monkeypatch) -> None:
+    """Where KAI's eviction actions make a move the model cannot decide, they run again after the
+    model, on its answer: the solver's budget keeps back the time they took in KAI's actions
+    (here made 0.3 s), or the cycle would run past its limit by that much."""
+    res, budgets, _ = _solver_budgets_with_slow_actions(monkeypatch, 1.0)
+    # 1 s less KAI's actions (>= 0.3 s), the model's build, the decoding reserve and >= 0.3 s more
+    assert len(budgets) == 1 and budgets[0] < 0.4, budgets
+    assert res.wall_seconds < 1.0
+
+
+def test_a_slow_second_allocate_does_not_shrink_what_is_kept_back_for_the_eviction_actions(monkeypatch) -> None:
+    """The time kept back for KAI's eviction actions after the model is what they took in KAI's
+    actions, whatever allocate takes when it runs again alone for the model's hint: reading it as
+    KAI's actions' time less that second allocate's, a 0.35 s stall of the latter (a loaded
+    machine) left the solver the actions' time too (CI, 2026-11-28: budget 0.49 s of a 1 s cycle)."""
+    _, budgets, allocations = _solver_budgets_with_slow_actions(monkeypatch, 1.5, stall_second_allocate=0.35)
+    assert allocations == 2
     # 1.5 s less KAI's actions (>= 0.3 s), the stalled allocate (>= 0.35 s), the model's build,
     # the decoding reserve and the actions' >= 0.3 s kept back
     assert len(budgets) == 1 and budgets[0] < 0.55, budgets
