@@ -268,22 +268,25 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
                            settings, stats, log, actions=full.actions)
 
     fixed = unmodelled_evictions(greedy)
+    # KAI's eviction actions' own time in the actions above (less their allocate's): what they
+    # take again where they run after the model. Not less an allocate run again below: one slow
+    # run of it on a loaded machine took the actions' time off what is kept back from the solver
+    # (tests/test_cycle.py, the budget with a slow second allocate).
+    actions_seconds = max(0.0, t_greedy - greedy.allocate_seconds)
     after_model = 0.0       # seconds KAI's eviction actions will take after the model
     # ... after a lean model (model/scope.py), where greedy's hint is allocate's decisions: when
     # its eviction actions changed nothing (or, below, when they run after the model anyway).
     # None: no lean model.
     lean_after: float | None = None
     if not fixed and not greedy.session.evictions and not any(a.solved for a in greedy.actions.values()):
-        lean_after = max(0.0, t_greedy - greedy.allocate_seconds)
+        lean_after = actions_seconds
     if fixed:
         # The model cannot decide these evictions: it decides the allocation alone (from KAI's
         # allocate as hint) and KAI's eviction actions then run on its answer; greedy's whole
-        # cycle stays the fallback. Their time is kept back from the solver too: what they took
-        # in KAI's actions above (less their own allocate's), with the same budget. Not less the
-        # allocate run again below: one slow run of it on a loaded machine took the actions' time
-        # off what is kept back (tests/test_cycle.py, the budget with a slow second allocate).
+        # cycle stays the fallback. Their time is kept back from the solver too, with the same
+        # budget.
         stats["evictionsBy"] = f"greedy actions after the model ({fixed})"
-        after_model = max(0.0, t_greedy - greedy.allocate_seconds)
+        after_model = actions_seconds
         greedy = run_greedy(state, now, evictions=False)
         lean_after = 0.0
     t1 = time.perf_counter()
