@@ -52,20 +52,32 @@ class QueueInfo:
         return self.display_name or self.name
 
 
-def _resource(spec_resources, r: str) -> tuple[Fraction, Fraction, Fraction]:
+# Magnitudes past any cluster's total (2^64 millicores, bytes or GPUs) are read as this: a
+# quota, limit or weight of 1e302 MB (1.8e308 bytes) made the queue order's floats overflow, an
+# internal error for every job. Any value this large decides the same as another.
+VALUE_CAP = Fraction(1 << 64)
+
+
+def _resource(spec_resources, r: str, where: str, warnings: list[ObjectWarning]) -> tuple[Fraction, Fraction, Fraction]:
     res = getattr(spec_resources, r, None) if spec_resources is not None else None
 
-    def val(x) -> Fraction:
+    def val(x, name: str, unit: int = 1) -> Fraction:
         if x is None:
             return Fraction(0)
-        v = Fraction(str(x))
-        if r == "memory":
-            return max(UNLIMITED, v * MB)
+        v = Fraction(str(x)) * unit
+        if r == "memory" and name != "overQuotaWeight":
+            v = max(UNLIMITED, v)
+        if abs(v) > VALUE_CAP:
+            warnings.append(ObjectWarning(where, f"spec.resources.{r}.{name}",
+                                          f"{x} is beyond any cluster's total; read as {'-' if v < 0 else ''}2^64"))
+            v = VALUE_CAP if v > 0 else -VALUE_CAP
         return v
 
     if res is None:
         return Fraction(0), Fraction(0), Fraction(0)
-    return val(res.quota), val(res.limit), Fraction(str(res.over_quota_weight)) if res.over_quota_weight is not None else Fraction(0)
+    unit = MB if r == "memory" else 1
+    return (val(res.quota, "quota", unit), val(res.limit, "limit", unit),
+            val(res.over_quota_weight, "overQuotaWeight"))
 
 
 def _seconds(duration: str | None) -> Fraction | None:
@@ -82,7 +94,7 @@ def build_queues(queue_objs: Iterable, full_hierarchy_fairness: bool) -> tuple[d
         name = q.metadata.name
         deserved, limit, weight = {}, {}, {}
         for r in RESOURCES:
-            deserved[r], limit[r], weight[r] = _resource(spec.resources if spec else None, r)
+            deserved[r], limit[r], weight[r] = _resource(spec.resources if spec else None, r, f"Queue/{name}", warnings)
         priority = spec.priority if spec is not None and spec.priority is not None else DEFAULT_QUEUE_PRIORITY
         queues[name] = QueueInfo(
             name=name,

@@ -26,7 +26,7 @@ from kai_cp.queues import RESOURCES, QueueInfo, ancestors, build_queues
 from kai_cp.records import (GPU_GROUP_LABEL, LAST_START_ANNOTATION, POD_GROUP_ANNOTATION, STALE_ANNOTATION,  # noqa: F401
                             SUBGROUP_LABEL, TASK_PRIORITY_LABEL, UTILITY_APPS, GroupRecord, PodRecord, group_record,
                             parse_rfc3339, pod_record)
-from kai_cp.resources import DEFAULT_GPU_MEMORY_DIVISOR, NEGATIVE_REQUEST, mig_gpus
+from kai_cp.resources import ABSURD_REQUEST, DEFAULT_GPU_MEMORY_DIVISOR, MAX_CAPACITY, NEGATIVE_REQUEST, mig_gpus
 from kai_cp.pod_affinity import ExistingPod, PodAffinityIndex, anti_terms
 from kai_cp.topology import TopologyTree, add_constraint, affinity_constraint, build_trees, job_scopes, plain_scopes
 
@@ -180,11 +180,6 @@ def build_cluster_state(loaded: LoadedSnapshot, derive: Derive | None = None) ->
         return state
 
 
-# More of a resource than any node has (2^53 scheduler units: millicores, bytes, pods) is a
-# corrupt value, and summed over nodes it would not fit the int64 capacity arrays.
-MAX_CAPACITY = 1 << 53
-
-
 def _absurd_capacity(nodes: list[NodeInfo]) -> dict[int, tuple[str, int]]:
     """Nodes with a capacity beyond MAX_CAPACITY: index -> (resource, value)."""
     out: dict[int, tuple[str, int]] = {}
@@ -327,7 +322,7 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
                 # An invalid GPU request (KAI's admission webhook would have refused the pod):
                 # the job waits with the reason rather than being scheduled on a guess.
                 job.problems.append(f"pod {task.key}: {p}")
-                field = "spec.containers.resources.requests" if p.startswith(NEGATIVE_REQUEST) \
+                field = "spec.containers.resources.requests" if p.startswith((NEGATIVE_REQUEST, ABSURD_REQUEST)) \
                     else "metadata.annotations"
                 warnings.append(ObjectWarning(f"Pod/{task.key}", field, p))
             else:

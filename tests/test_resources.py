@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from kai_cp.mig import legacy_mig
 from kai_cp.records import GPU_GROUP_LABEL, gpu_groups_of
-from kai_cp.resources import (MIG_PREFIX, _SHARING_KEYS, PodRequest, _sharing_annotations, node_capacity, pod_request,
+from kai_cp.resources import (MAX_CAPACITY, MIG_PREFIX, _SHARING_KEYS, PodRequest, _sharing_annotations, node_capacity, pod_request,
                               some_key_contains)
 from models import Pod
 from snapshot_builder import container, node, pod, podgroup, snapshot, solve_doc
@@ -235,6 +235,38 @@ def test_negative_request_leaves_its_job_pending_and_the_node_whole():
     assert [u["podGroup"] for u in out["unschedulable"]] == ["bad"]
     assert any(w["field"] == "spec.containers.resources.requests" and "negative" in w["reason"]
                for w in out["warnings"])
+
+
+def test_a_request_beyond_any_nodes_capacity_is_a_problem_and_is_capped():
+    """9.2e15 cores is a quantity the API server keeps (2^63 - 1 millicores at most), but no node
+    has it: in millicores it overflowed the int64 node vectors (CLI fuzz: an internal error
+    and no decisions for anyone). Capped at MAX_CAPACITY, as no node has more."""
+    r = req(cpu="9223372036854776", memory="7Ei")
+    assert any("beyond any node's capacity (cpu, memory)" in p for p in r.problems)
+    assert (r.cpu, r.memory) == (MAX_CAPACITY, MAX_CAPACITY)
+    assert not req(cpu=str(MAX_CAPACITY // 1000), memory=str(MAX_CAPACITY)).problems
+    r = req(annotations={"gpu-memory": "99999999999999999999999"})      # MiB per device
+    assert r.gpu_memory == MAX_CAPACITY and any("beyond any node's capacity" in p for p in r.problems)
+
+
+def test_a_request_beyond_any_nodes_capacity_leaves_its_job_pending_and_a_running_one_fills_its_node():
+    """Pending: the job waits with the reason and a warning, the others are scheduled. Running
+    (already bound, say by another scheduler): its node counts as full for that resource (the
+    good pod's binpack choice would be it otherwise), the job's report says why, the cycle goes
+    on."""
+    doc = snapshot([node("n1", cpu="8", memory="64Gi"), node("n2", cpu="8", memory="64Gi")], None,
+                   [podgroup("bad"), podgroup("good"), podgroup("hog")],
+                   [pod("a", "bad", cpu="9223372036854776"), pod("b", "good", cpu="2"),
+                    pod("h", "hog", memory="7Ei", phase="Running", node="n1")])
+    out = solve_doc(doc)
+    assert [(b["pod"], b["node"]) for b in out["binds"]] == [("default/b", "n2")]
+    why = {u["podGroup"]: u["reasons"] for u in out["unschedulable"]}
+    assert set(why) == {"bad", "hog"}
+    assert "beyond any node's capacity (cpu)" in why["bad"][0] and "(memory)" in why["hog"][0]
+    assert [w["object"] for w in out["warnings"] if w["field"] == "spec.containers.resources.requests"] == \
+        ["Pod/default/a"]
+    doc["rawObjects"]["pods"][2]["spec"]["containers"][0]["resources"]["requests"]["memory"] = "1Gi"
+    assert [b["node"] for b in solve_doc(doc)["binds"]] == ["n1"]
 
 
 def test_request_hash_is_kept_and_left_out_of_pickles():

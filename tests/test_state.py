@@ -49,6 +49,34 @@ def test_queue_minus_one_is_kept_and_negative_memory_becomes_minus_one():
     assert info.limit == {"gpu": -1, "cpu": -1, "memory": -1}
 
 
+def test_queue_values_beyond_any_cluster_are_capped_with_a_warning():
+    """CLI fuzz: a memory quota of 1.8e302 MB (1.8e308 bytes) overflowed the queue order's
+    floats, an internal error and no decisions for anyone. Read as 2^64 (past any cluster's
+    total, so it decides as the value would), with a warning; -1 and ordinary values unchanged."""
+    q = queue("q", gpu=resources(-1e20, -1, 1e300), cpu=resources(8000, -1), memory=resources(1.797e302, 64000))
+    st = state_of(snapshot(queues=[q]))
+    info = st.queues["q"]
+    assert info.deserved == {"gpu": -(1 << 64), "cpu": 8000, "memory": 1 << 64}
+    assert info.limit == {"gpu": -1, "cpu": -1, "memory": 64000 * 10 ** 6}
+    assert info.weight["gpu"] == 1 << 64
+    assert sorted(w.field for w in st.warnings if w.object == "Queue/q") == \
+        ["spec.resources.gpu.overQuotaWeight", "spec.resources.gpu.quota", "spec.resources.memory.quota"]
+
+
+@pytest.mark.parametrize("engine", ["greedy", "cp-sat"])
+def test_a_queue_limit_far_below_zero_lets_its_queue_place_nothing_in_either_engine(engine: str):
+    """A limit below 0 other than -1 leaves no room (spec 3.6: maxAllowed < allocated + request):
+    the queue places nothing, the others go on. At -1e20 GPUs (-2^64 after the cap) the model's
+    row for the shared-GPU pod (whole-GPU pods of a queue over its limit get no variables) was
+    past int64 and CP-SAT refused it (an internal error)."""
+    doc = snapshot([node("n1", gpu=4)], [queue("a", gpu=resources(-1, -1e20)), queue("b")],
+                   [podgroup("ja", queue="a"), podgroup("jf", queue="a"), podgroup("jb", queue="b")],
+                   [pod("pa", "ja", gpu=1), pod("pf", "jf", annotations={"gpu-fraction": "0.5"}),
+                    pod("pb", "jb", gpu=1)])
+    out = solve_doc(doc, engine)
+    assert list(bound_pods(out)) == ["default/pb"] and sorted(unsched(out)) == ["ja", "jf"]
+
+
 def test_queue_fractional_gpu_quota():
     q = queue("q", gpu=resources("0.5", -1))
     q["spec"]["resources"]["gpu"]["quota"] = 0.5

@@ -72,6 +72,9 @@ class QueueQuota:
                 coeffs.append(amount)
         if worst <= room or not variables:
             return                    # cannot be exceeded: no constraint needed
+        # Below what every eviction here frees, no placement meets the room whatever it is: the
+        # same row with a bound CP-SAT can hold (a -1e20 GPU limit was past int64).
+        room = max(room, -sum(amount for _, amount in freed) - 1)
         placed = list(variables)
         for v, amount in freed:
             variables.append(v)
