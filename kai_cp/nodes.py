@@ -12,7 +12,7 @@ import numpy as np
 
 from kai_cp.gpu_sharing import task_memory
 from kai_cp.jobs import PIPELINED, RELEASING, TaskInfo
-from kai_cp.resources import GPU_RESOURCES, node_capacity
+from kai_cp.resources import GPU_RESOURCES, MAX_CAPACITY, node_capacity
 
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
@@ -55,7 +55,7 @@ def parse_gpu_memory(labels: dict[str, str]) -> tuple[int, bool]:
     if value >= 1024 * 1024:
         value //= 1024 * 1024
     value = value // 100 * 100
-    return (value, True) if value > 0 else (DEFAULT_GPU_MEMORY, False)
+    return (value, True) if 0 < value <= MAX_CAPACITY else (DEFAULT_GPU_MEMORY, False)
 
 
 def not_ready_reason(node) -> str | None:
@@ -80,6 +80,8 @@ def make_node(node, index: int) -> NodeInfo:
     mem, synced = parse_gpu_memory(labels)
     try:
         count = int(labels.get(GPU_COUNT_LABEL, ""))
+        if not 0 <= count <= MAX_CAPACITY:      # 1e20 overflowed the int64 GPU counts
+            raise ValueError
     except ValueError:
         count = cap["gpu"]
     taints = tuple(sorted((t.key or "", t.value or "", t.effect or "") for t in (node.spec.taints or []))) \

@@ -181,11 +181,12 @@ def build_cluster_state(loaded: LoadedSnapshot, derive: Derive | None = None) ->
 
 
 def _absurd_capacity(nodes: list[NodeInfo]) -> dict[int, tuple[str, int]]:
-    """Nodes with a capacity beyond MAX_CAPACITY: index -> (resource, value)."""
+    """Nodes with a capacity beyond MAX_CAPACITY either way (-1e18 cores overflowed the int64
+    capacity arrays as well): index -> (resource, value)."""
     out: dict[int, tuple[str, int]] = {}
     for k, n in enumerate(nodes):
         for r, v in n.capacity.items():
-            if v > MAX_CAPACITY:
+            if abs(v) > MAX_CAPACITY:
                 out[k] = (r, v)
                 break
     return out
@@ -206,7 +207,7 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
     if absurd:
         for k, (r, v) in absurd.items():
             warnings.append(ObjectWarning(f"Node/{nodes[k].name}", f"status.allocatable.{r}",
-                                          f"{v} scheduler units is beyond any node's ({MAX_CAPACITY}); node ignored"))
+                                          f"{v} scheduler units is beyond any node's (±{MAX_CAPACITY}); node ignored"))
         node_objs = [n for k, n in enumerate(node_objs) if k not in absurd]
         nodes = [derive.node(n, i) for i, n in enumerate(node_objs)]
     node_by_name = {n.name: n for n in nodes}

@@ -315,3 +315,17 @@ def test_decode_reserve_counts_only_the_victims_the_model_can_evict() -> None:
     assert pool == 32 and modelled == 16
     assert decode_reserve(ctx) == pytest.approx(DECODE_RESERVE + DECODE_SECONDS_PER_POD * len(greedy.session.placements)
                                                 + DECODE_SECONDS_PER_VICTIM * modelled)
+
+
+def test_a_department_quota_far_below_zero_keeps_the_eviction_rows_within_int64() -> None:
+    """CLI fuzz (a generated cluster with departments, shared GPUs and topology): a department's
+    GPU quota of -1e20 (-2^64 after kai_cp/queues.py's cap) made its gate-2 allowance
+    (`_before_last`, GPUs x 100 above the quota) a coefficient past int64 that CP-SAT refused,
+    an internal error. Bounded by what the victims can take at all, the rows mean the same."""
+    from test_bench_generator import gen
+    doc = gen.generate_cluster(6, 12, 14, seed=3, topology_share=0.5, fractional_share=0.5, contention=True)
+    dept = next(q for q in doc["rawObjects"]["queues"] if q["metadata"]["name"] == "autonomy")
+    dept["spec"]["resources"]["gpu"]["quota"] = -1e20
+    res = cycle(doc, "cp-sat")          # the validator finds no violation (test_cycle.cycle)
+    assert res.status in ("OPTIMAL", "FEASIBLE") and res.stats["modelScope"] == "full"
+    assert any(w.field == "spec.resources.gpu.quota" for w in res.state.warnings)

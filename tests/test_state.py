@@ -375,17 +375,31 @@ def test_pod_whose_podgroup_is_missing_is_reported():
 # ====================================================================== nodes
 
 
+@pytest.mark.parametrize("cpu", ["9223372036854776", "-1e18"])
 @pytest.mark.parametrize("engine", ["greedy", "cp-sat"])
-def test_a_node_with_an_absurd_capacity_is_ignored_with_a_warning(engine: str):
-    """A corrupt allocatable (9.2e15 cores: beyond the int64 capacity arrays in millicores) ended
-    the build with an internal error (found by tests/test_cli.py's value fuzzing); the node is
-    left out with a warning naming the field, and the rest of the cluster is scheduled."""
-    doc = snapshot(nodes=[node("bad", cpu="9223372036854776"), node("good")],
+def test_a_node_with_an_absurd_capacity_is_ignored_with_a_warning(engine: str, cpu: str):
+    """A corrupt allocatable (9.2e15 cores, or -1e18: beyond the int64 capacity arrays in
+    millicores) ended the build with an internal error (found by tests/test_cli.py's value
+    fuzzing); the node is left out with a warning naming the field, and the rest of the cluster
+    is scheduled."""
+    doc = snapshot(nodes=[node("bad", cpu=cpu), node("good")],
                    podgroups=[podgroup("a")], pods=[pod("a-0", "a")])
     out = solve_doc(doc, engine)
     assert bound_pods(out) == {"default/a-0": "good"}
     [w] = warned(out, "Node/")
     assert w["object"] == "Node/bad" and w["field"] == "status.allocatable.cpu" and "node ignored" in w["reason"]
+
+
+@pytest.mark.parametrize("label", ["99999999999999999999", "-3"])
+def test_a_gpu_count_or_memory_label_past_any_device_falls_back_to_the_allocatable(label: str):
+    """`nvidia.com/gpu.count` of 1e20 overflowed the int64 GPU counts (CLI fuzz), an internal
+    error for everyone; like an unreadable label it is ignored (the node's allocatable GPUs),
+    and so is a GPU memory label past any device."""
+    labels = {"nvidia.com/gpu.count": label, "nvidia.com/gpu.memory": "9" * 40}
+    doc = snapshot(nodes=[node("n1", gpu=2, labels=labels)], podgroups=[podgroup("a")], pods=[pod("a-0", "a", gpu=2)])
+    st = state_of(doc)
+    assert st.nodes[0].gpu_count == 2 and not st.nodes[0].gpu_memory_synced
+    assert bound_pods(solve_doc(doc, "cp-sat")) == {"default/a-0": "n1"}
 
 
 def _row(st, name):

@@ -276,6 +276,10 @@ class Evictions:
                     share = None if share is None else max(share, kai_took)
                 chunks = sorted({u.chunk for _, _, u, _ in terms})
                 worst = sum(c * (_ub(v)) for v, c, _, _ in terms)
+                # Past what these victims can take at all the gate bounds nothing: the same rows,
+                # with coefficients CP-SAT holds (a -1e20 GPU quota put one past int64).
+                before = None if before is None else min(before, worst)
+                share = None if share is None else min(share, worst)
                 beside = [_beside(state, r, level)
                           for r in sorted({r for _, _, u, _ in terms for r in u.reclaimers if r not in sub})]
                 floor = _quota_floor(level, alloc[level.name]["gpu"]) if any(
