@@ -1,0 +1,89 @@
+"""Numbers past any real cluster, in every kind of numeric field of a snapshot: `kai-cp solve`
+ends with decisions (exit 0) or one clear message (exit 2), never an internal error.
+
+Why: int64 node vectors, CP-SAT's int64 coefficients and Python floats each have a ceiling, and
+values past them (9.2e15 cores, a -1e20 GPU quota, a 1e302 MB memory quota, a GPU count label of
+1e20) each ended a cycle for every job in an internal error until they were bounded where they
+are read (kai_cp/resources.py, kai_cp/queues.py, kai_cp/nodes.py, kai_cp/state.py, the model's
+quota and eviction rows). The hypothesis fuzz of tests/test_cli.py finds such values only
+by chance; this walks every kind of field of a generated cluster with departments, shared GPUs,
+topology and contention, setting every field of that kind at once (pending and running pods,
+departments and leaf queues alike).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kai_cp.cli import main
+from test_bench_generator import gen
+
+# Past float, past int64, past int64 once in millicores or MB -> bytes, an exabyte quantity.
+EXTREMES = [1.7976931348623157e308, -1.7976931348623157e308, 2 ** 63, "-9223372036854775808",
+            "99999999999999999999", "9223372036854776", "-1e18", "7Ei"]
+
+
+def _numeric(v: object) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, (int, float)):
+        return True
+    if isinstance(v, str):
+        try:
+            float(v.rstrip("KMGTPEimnuk"))
+            return True
+        except ValueError:
+            return False
+    return False
+
+
+def _leaves(x: object, path: tuple = ()):
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from _leaves(v, path + (k,))
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from _leaves(v, path + (i,))
+    else:
+        yield path, x
+
+
+DOC = gen.generate_cluster(6, 12, 14, seed=3, topology_share=0.5, fractional_share=0.5, contention=True)
+KINDS: dict[tuple, list[tuple]] = {}
+for _path, _value in _leaves(DOC):
+    if _numeric(_value):
+        KINDS.setdefault(tuple("*" if isinstance(k, int) else k for k in _path), []).append(_path)
+
+
+def test_the_walk_covers_the_fields_the_scheduler_reads() -> None:
+    """The generated cluster has the kinds of fields whose extremes broke cycles."""
+    names = {".".join(map(str, k)) for k in KINDS}
+    for field in ("rawObjects.pods.*.spec.containers.*.resources.requests.cpu",
+                  "rawObjects.nodes.*.status.allocatable.cpu",
+                  "rawObjects.nodes.*.metadata.labels.nvidia.com/gpu.count",
+                  "rawObjects.queues.*.spec.resources.gpu.quota",
+                  "rawObjects.queues.*.spec.resources.memory.quota",
+                  "rawObjects.podGroups.*.spec.minMember"):
+        assert field in names, field
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS), ids=lambda k: ".".join(map(str, k[1:])))
+def test_extreme_numbers_in_each_kind_of_field_never_end_the_cycle(kind: tuple, tmp_path: Path, capsys) -> None:
+    for value in EXTREMES:
+        doc = json.loads(json.dumps(DOC))
+        for path in KINDS[kind]:
+            parent = doc
+            for k in path[:-1]:
+                parent = parent[k]
+            parent[path[-1]] = value
+        f, out = tmp_path / "snap.json", tmp_path / "out.json"
+        f.write_text(json.dumps(doc))
+        rc = main(["solve", str(f), "-o", str(out)])
+        err = capsys.readouterr().err
+        assert rc in (0, 2) and "Traceback" not in err and "internal error" not in err, (value, err)
+        if rc == 0:
+            assert json.loads(out.read_text())["cycle"]["status"] in ("OPTIMAL", "FEASIBLE", "FALLBACK")
+        out.unlink(missing_ok=True)
