@@ -87,3 +87,39 @@ def test_extreme_numbers_in_each_kind_of_field_never_end_the_cycle(kind: tuple, 
         if rc == 0:
             assert json.loads(out.read_text())["cycle"]["status"] in ("OPTIMAL", "FEASIBLE", "FALLBACK")
         out.unlink(missing_ok=True)
+
+
+def _plugin_arguments(doc: dict, name: str, args: dict) -> None:
+    plugins = doc["config"]["tiers"][0]["plugins"]
+    entry = next((p for p in plugins if p["name"] == name), None)
+    if entry is None:
+        plugins.append(entry := {"name": name})
+    entry["arguments"] = args
+
+
+CONFIG_KNOBS = {
+    "proportion.kValue": lambda doc, v: _plugin_arguments(doc, "proportion", {"kValue": str(v)}),
+    "proportion.relcaimerSaturationMultiplier": lambda doc, v: _plugin_arguments(
+        doc, "proportion", {"relcaimerSaturationMultiplier": str(v)}),
+    "minruntime.defaults": lambda doc, v: _plugin_arguments(
+        doc, "minruntime", {"defaultPreemptMinRuntime": f"{v}s", "defaultReclaimMinRuntime": str(v)}),
+    "queueDepthPerAction": lambda doc, v: doc["config"].__setitem__("queueDepthPerAction", {"allocate": v, "reclaim": v}),
+    "globalDefaultStalenessGracePeriod": lambda doc, v: doc["schedulerParams"].__setitem__(
+        "globalDefaultStalenessGracePeriod", v),
+    "maxNumberConsolidationPreemptees": lambda doc, v: doc["schedulerParams"].__setitem__(
+        "maxNumberConsolidationPreemptees", v),
+}
+
+
+@pytest.mark.parametrize("knob", sorted(CONFIG_KNOBS))
+def test_extreme_numbers_in_the_scheduler_configuration_never_end_the_cycle(knob: str, tmp_path: Path, capsys) -> None:
+    """The same for the configuration's numbers (a reclaimer saturation multiplier of 1e20 put
+    gate 3's coefficients past int64)."""
+    for value in EXTREMES + ["1e999", "nan"]:
+        doc = json.loads(json.dumps(DOC))
+        CONFIG_KNOBS[knob](doc, value)
+        f, out = tmp_path / "snap.json", tmp_path / "out.json"
+        f.write_text(json.dumps(doc))
+        rc = main(["solve", str(f), "-o", str(out)])
+        err = capsys.readouterr().err
+        assert rc in (0, 2) and "Traceback" not in err and "internal error" not in err, (value, err)

@@ -329,3 +329,34 @@ def test_a_department_quota_far_below_zero_keeps_the_eviction_rows_within_int64(
     res = cycle(doc, "cp-sat")          # the validator finds no violation (test_cycle.cycle)
     assert res.status in ("OPTIMAL", "FEASIBLE") and res.stats["modelScope"] == "full"
     assert any(w.field == "spec.resources.gpu.quota" for w in res.state.warnings)
+
+
+def test_gate3_ratio_rows_held_in_int64_admit_nothing_the_exact_row_refuses() -> None:
+    """`_held_ratio`: where the exact row `a x mine <= b x theirs - 1` has coefficients past what
+    CP-SAT holds, the row written instead is never looser (no reclaim KAI's gate 3 refuses), and
+    past the sibling's most it is the same row."""
+    from itertools import product
+
+    from kai_cp.model.evictions import RATIO_MAX, _held_ratio
+    theirs_max = 40
+    for a, b in [(7, 3), (RATIO_MAX + 7, 3), (3 * RATIO_MAX + 1, RATIO_MAX + 5), (5 * 10 ** 30, 7),
+                 (41 * (RATIO_MAX + 1), RATIO_MAX + 1), (40 * (RATIO_MAX + 1) + 1, RATIO_MAX + 1)]:
+        a2, b2 = _held_ratio(a, b, theirs_max)
+        assert max(a2, b2) <= (theirs_max + 1) * 1024 or (a2, b2) == (a, b)
+        for mine, theirs in product(range(0, 60), range(0, theirs_max + 1)):
+            exact, held = a * mine <= b * theirs - 1, a2 * mine <= b2 * theirs - 1
+            assert exact or not held, (a, b, mine, theirs)
+            if a > b * theirs_max:
+                assert exact == held, (a, b, mine, theirs)
+
+
+def test_a_huge_reclaimer_saturation_multiplier_builds_a_model_cp_sat_holds() -> None:
+    """Config fuzz: proportion's relcaimerSaturationMultiplier of 1e20 made gate 3's rows above
+    the leaf carry coefficients past int64 (an internal error for every job)."""
+    from test_bench_generator import gen
+    doc = gen.generate_cluster(6, 12, 14, seed=3, topology_share=0.5, fractional_share=0.5, contention=True)
+    proportion = next(p for p in doc["config"]["tiers"][0]["plugins"] if p["name"] == "proportion")
+    proportion["arguments"] = {"relcaimerSaturationMultiplier": "1e20"}
+    res = cycle(doc, "cp-sat")          # the validator finds no violation (test_cycle.cycle)
+    assert res.state.config.reclaimer_saturation_multiplier == 10 ** 20
+    assert res.status in ("OPTIMAL", "FEASIBLE") and res.stats["modelScope"] == "full"

@@ -66,6 +66,25 @@ def _before_last(q, alloc: Fraction, quota: bool = True) -> int | None:
     return math.ceil(over * 100) - 1
 
 
+# Gate 3's ratio row `a x mine <= b x theirs - 1` as written while a and b stay within this (a
+# row's terms then stay far inside int64); RATIO_DENOMINATOR for one past it.
+RATIO_MAX = 1 << 31
+RATIO_DENOMINATOR = 1 << 10
+
+
+def _held_ratio(a: int, b: int, theirs_max: int) -> tuple[int, int]:
+    """(a, b) of gate 3's row, or a row CP-SAT can hold that admits no reclaim the exact one
+    refuses: a relcaimerSaturationMultiplier of 1e20 (or fair shares with huge denominators)
+    made coefficients past int64, an internal error. Past `theirs_max` (the most the sibling can
+    end with, GPUs x 100) the ratio only says `mine` ends at 0, as theirs_max + 1 does; below,
+    it is rounded up to RATIO_DENOMINATOR-ths (stricter by less than one part in 1,024)."""
+    if a <= RATIO_MAX and b <= RATIO_MAX:
+        return a, b
+    if a > b * theirs_max:
+        return theirs_max + 1, 1
+    return -(-a * RATIO_DENOMINATOR // b), RATIO_DENOMINATOR
+
+
 def _beside(state: ClusterState, queue: str, level):
     """The ancestor of `queue` (or itself) that is a sibling of `level`; None when there is none."""
     return next((q for q in state.queue_path(queue) if q.parent == level.parent), None)
@@ -498,7 +517,8 @@ class Evictions:
                     k_mine = mult * s.fair_share["gpu"]
                     k_theirs = fs_mine
                     d = math.lcm(k_mine.denominator, k_theirs.denominator)
-                    a, b = int(k_mine * d), int(k_theirs * d)
+                    a, b = _held_ratio(int(k_mine * d), int(k_theirs * d),
+                                       have_theirs + sum(max(c, 0) * _ub(v) for v, c in theirs_terms))
                     if len(terms) > 1 and len(theirs_terms) > 1:     # (cp_model's form for such sums)
                         add_enforced_le(m, np.concatenate([mv, tv]), np.concatenate([a * mc, -b * tc]),
                                         b * have_theirs - 1 - a * have, [rv.index, lost.index, -within.index - 1])
