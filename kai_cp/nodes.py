@@ -17,6 +17,9 @@ from kai_cp.resources import GPU_RESOURCES, MAX_CAPACITY, node_capacity
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 DEFAULT_GPU_MEMORY = 100
+# More MiB per device than any GPU has (4 PiB): times a fraction's numerator (< 10^9,
+# resources.PORTION_DENOMINATOR_MAX) it stays inside int64.
+MAX_DEVICE_MEMORY = 1 << 32
 _PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 BASE = ("cpu", "memory", "gpu", "pods")
 
@@ -55,7 +58,7 @@ def parse_gpu_memory(labels: dict[str, str]) -> tuple[int, bool]:
     if value >= 1024 * 1024:
         value //= 1024 * 1024
     value = value // 100 * 100
-    return (value, True) if 0 < value <= MAX_CAPACITY else (DEFAULT_GPU_MEMORY, False)
+    return (value, True) if 0 < value <= MAX_DEVICE_MEMORY else (DEFAULT_GPU_MEMORY, False)
 
 
 def not_ready_reason(node) -> str | None:

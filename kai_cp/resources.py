@@ -140,6 +140,8 @@ ABSURD_REQUEST = "resource request beyond any node's capacity"     # the same, f
 # More of a resource than any node has (2^53 scheduler units: millicores, bytes, pods) is a
 # corrupt value, and summed over nodes or pods it would not fit the int64 capacity arrays.
 MAX_CAPACITY = 1 << 53
+# A GPU fraction finer than a billionth is read as the nearest with this denominator.
+PORTION_DENOMINATOR_MAX = 10 ** 9
 
 
 def pod_request(spec, annotations: Mapping[str, str]) -> PodRequest:
@@ -187,6 +189,10 @@ def pod_request(spec, annotations: Mapping[str, str]) -> PodRequest:
     if frac_raw is not None:
         try:
             portion = Fraction(str(frac_raw).strip())
+            if portion.denominator > PORTION_DENOMINATOR_MAX:
+                # KAI reads a float: 0.9999999999999999999999 is 1 there, and 1e-300 is no
+                # memory at all; exact, such a portion times a device's memory overflowed int64.
+                portion = portion.limit_denominator(PORTION_DENOMINATOR_MAX)
             if not 0 < portion < 1:
                 raise ValueError
             kind, devices, gpus, memory = "Fraction", 1, 0, 0

@@ -123,3 +123,25 @@ def test_extreme_numbers_in_the_scheduler_configuration_never_end_the_cycle(knob
         rc = main(["solve", str(f), "-o", str(out)])
         err = capsys.readouterr().err
         assert rc in (0, 2) and "Traceback" not in err and "internal error" not in err, (value, err)
+
+
+@pytest.mark.parametrize("annotation", ["gpu-fraction", "gpu-memory", "gpu-fraction-num-devices"])
+@pytest.mark.parametrize("running", [False, True], ids=["pending", "running"])
+def test_extreme_gpu_sharing_annotations_never_end_the_cycle(annotation: str, running: bool, tmp_path: Path,
+                                                             capsys) -> None:
+    """The same for the GPU-sharing annotations of every pending (or running) pod: a fraction of
+    1e-300 or 0.9999999999999999999999 (exact, its denominator times a device's memory was past
+    int64)."""
+    for value in EXTREMES + ["1e-300", "0.9999999999999999999999", "1e999", "nan"]:
+        doc = json.loads(json.dumps(DOC))
+        for p in doc["rawObjects"]["pods"]:
+            if (p["status"].get("phase") == "Running") == running:
+                annotations = p["metadata"].setdefault("annotations", {})
+                annotations[annotation] = str(value)
+                if annotation == "gpu-fraction-num-devices":
+                    annotations["gpu-fraction"] = "0.5"
+        f, out = tmp_path / "snap.json", tmp_path / "out.json"
+        f.write_text(json.dumps(doc))
+        rc = main(["solve", str(f), "-o", str(out)])
+        err = capsys.readouterr().err
+        assert rc in (0, 2) and "Traceback" not in err and "internal error" not in err, (value, err)

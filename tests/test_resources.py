@@ -249,6 +249,18 @@ def test_a_request_beyond_any_nodes_capacity_is_a_problem_and_is_capped():
     assert r.gpu_memory == MAX_CAPACITY and any("beyond any node's capacity" in p for p in r.problems)
 
 
+@pytest.mark.parametrize("text, portion", [("0.9999999999999999999999", None), ("1e-300", None),
+                                            ("0.3333333333333333333333", Fraction(1, 3)), ("0.125", Fraction(1, 8))])
+def test_a_gpu_fraction_finer_than_a_billionth_is_read_to_a_billionth(text: str, portion: Fraction | None):
+    """KAI reads the annotation as a float (0.9999999999999999999999 is 1 there, refused); read
+    exactly, such a portion's denominator times a device's memory overflowed int64."""
+    r = req(annotations={"gpu-fraction": text})
+    if portion is None:
+        assert r.problems and r.gpu_portion == 0
+    else:
+        assert not r.problems and r.gpu_portion == portion and r.kind == "Fraction"
+
+
 def test_a_request_beyond_any_nodes_capacity_leaves_its_job_pending_and_a_running_one_fills_its_node():
     """Pending: the job waits with the reason and a warning, the others are scheduled. Running
     (already bound, say by another scheduler): its node counts as full for that resource (the
