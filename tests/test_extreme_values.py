@@ -20,6 +20,7 @@ import pytest
 
 from kai_cp.cli import main
 from test_bench_generator import gen
+from test_cli import _paths
 
 # Past float, past int64, past int64 once in millicores or MB -> bytes, an exabyte quantity.
 EXTREMES = [1.7976931348623157e308, -1.7976931348623157e308, 2 ** 63, "-9223372036854775808",
@@ -40,21 +41,16 @@ def _numeric(v: object) -> bool:
     return False
 
 
-def _leaves(x: object, path: tuple = ()):
-    if isinstance(x, dict):
-        for k, v in x.items():
-            yield from _leaves(v, path + (k,))
-    elif isinstance(x, list):
-        for i, v in enumerate(x):
-            yield from _leaves(v, path + (i,))
-    else:
-        yield path, x
+def _at(doc: object, path: tuple) -> object:
+    for k in path:
+        doc = doc[k]        # type: ignore[index]
+    return doc
 
 
 DOC = gen.generate_cluster(6, 12, 14, seed=3, topology_share=0.5, fractional_share=0.5, contention=True)
 KINDS: dict[tuple, list[tuple]] = {}
-for _path, _value in _leaves(DOC):
-    if _numeric(_value):
+for _path in _paths(DOC):
+    if _numeric(_at(DOC, _path)):
         KINDS.setdefault(tuple("*" if isinstance(k, int) else k for k in _path), []).append(_path)
 
 
@@ -75,10 +71,7 @@ def test_extreme_numbers_in_each_kind_of_field_never_end_the_cycle(kind: tuple, 
     for value in EXTREMES:
         doc = json.loads(json.dumps(DOC))
         for path in KINDS[kind]:
-            parent = doc
-            for k in path[:-1]:
-                parent = parent[k]
-            parent[path[-1]] = value
+            _at(doc, path[:-1])[path[-1]] = value     # type: ignore[index]
         f, out = tmp_path / "snap.json", tmp_path / "out.json"
         f.write_text(json.dumps(doc))
         rc = main(["solve", str(f), "-o", str(out)])
