@@ -270,7 +270,7 @@ def _plain_json(data: Any) -> Any:
 
     try:
         return msgspec.json.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
         raise _NotPlain from None
 
 
@@ -293,7 +293,8 @@ def _decode_with_views_json(payload: bytes) -> Optional[dict[str, Any]]:
         return None
     try:
         envelope = msgspec.json.decode(payload, type=SnapshotEnvelope)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+        # (nested past msgspec's depth, inside a pod as at the top: the ordinary parse says so)
         return None
     doc: dict[str, Any] = {}
     for key in ("config", "schedulerParams", "rawObjects", "discovery"):

@@ -141,6 +141,17 @@ def test_not_json_says_where():
     _expect_error(b"\x1f\x8b\x08\x00rest", "gzip")
 
 
+@pytest.mark.parametrize("views", [False, True])
+def test_json_nested_too_deeply_inside_an_object_says_so(tmp_path, views):
+    """As at the top level: a pod's annotation nested 100,000 deep ended `kai-cp solve`'s load
+    (pod views) in an internal RecursionError."""
+    doc = {"rawObjects": {"pods": [{"metadata": {"name": "p", "annotations": {"x": "@"}}}]}}
+    data = json.dumps(doc).replace('"@"', "[" * 100000 + "]" * 100000).encode()
+    (tmp_path / "snap.json").write_bytes(data)
+    with pytest.raises(SnapshotError, match="nested too deeply"):
+        load_snapshot(tmp_path / "snap.json", views=views)
+
+
 @pytest.mark.parametrize("doc, fragment", [
     (b"[]", "is a list"),
     (b'"snapshot"', "is a string"),
