@@ -156,18 +156,18 @@ def pod_request(spec, annotations: Mapping[str, str]) -> PodRequest:
     _add(base, spec.overhead)
     problems: list[str] = []
     negative = sorted(k for k, v in base.items() if v < 0)
+    absurd = sorted(k for k, v in base.items() if v > MAX_CAPACITY)
     if negative:
         # The API server refuses these; one that got through would make capacity grow as it is
         # placed (a -4,573,409,460 GPU request sent the device choice into a MemoryError).
         problems.append(f"{NEGATIVE_REQUEST} ({', '.join(negative)}): requests must be >= 0")
-        base = {k: max(v, 0) for k, v in base.items()}
-    absurd = sorted(k for k, v in base.items() if v > MAX_CAPACITY)
     if absurd:
         # The API server keeps up to 2^63 - 1 millicores (9.2e15 cores); one pod's value past
         # any node's overflowed the int64 node vectors (an internal error, no decisions at all).
         # Pending: the job waits with the reason. Running: counted as a full node, not past it.
         problems.append(f"{ABSURD_REQUEST} ({', '.join(absurd)}): more than {MAX_CAPACITY} scheduler units")
-        base = {k: min(v, MAX_CAPACITY) for k, v in base.items()}
+    if negative or absurd:
+        base = {k: min(max(v, 0), MAX_CAPACITY) for k, v in base.items()}
     gpus = sum(base.get(g, 0) for g in GPU_RESOURCES)
     scalars = tuple(sorted((k, v) for k, v in base.items() if k not in _IGNORED and v))
     kind, portion, memory, devices = "Regular", Fraction(0), 0, 0

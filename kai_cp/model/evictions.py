@@ -72,14 +72,16 @@ RATIO_MAX = 1 << 31
 RATIO_DENOMINATOR = 1 << 10
 
 
-def _held_ratio(a: int, b: int, theirs_max: int) -> tuple[int, int]:
+def _held_ratio(a: int, b: int, have_theirs: int, theirs_terms: list) -> tuple[int, int]:
     """(a, b) of gate 3's row, or a row CP-SAT can hold that admits no reclaim the exact one
     refuses: a relcaimerSaturationMultiplier of 1e20 (or fair shares with huge denominators)
-    made coefficients past int64, an internal error. Past `theirs_max` (the most the sibling can
-    end with, GPUs x 100) the ratio only says `mine` ends at 0, as theirs_max + 1 does; below,
-    it is rounded up to RATIO_DENOMINATOR-ths (stricter by less than one part in 1,024)."""
+    made coefficients past int64, an internal error. Past the most the sibling can end with
+    (GPUs x 100: `have_theirs` and its terms at their bounds, worked out only then) the ratio
+    only says `mine` ends at 0, as that most + 1 does; below, it is rounded up to
+    RATIO_DENOMINATOR-ths (stricter by less than one part in 1,024)."""
     if a <= RATIO_MAX and b <= RATIO_MAX:
         return a, b
+    theirs_max = have_theirs + sum(max(c, 0) * _ub(v) for v, c in theirs_terms)
     if a > b * theirs_max:
         return theirs_max + 1, 1
     return -(-a * RATIO_DENOMINATOR // b), RATIO_DENOMINATOR
@@ -517,8 +519,7 @@ class Evictions:
                     k_mine = mult * s.fair_share["gpu"]
                     k_theirs = fs_mine
                     d = math.lcm(k_mine.denominator, k_theirs.denominator)
-                    a, b = _held_ratio(int(k_mine * d), int(k_theirs * d),
-                                       have_theirs + sum(max(c, 0) * _ub(v) for v, c in theirs_terms))
+                    a, b = _held_ratio(int(k_mine * d), int(k_theirs * d), have_theirs, theirs_terms)
                     if len(terms) > 1 and len(theirs_terms) > 1:     # (cp_model's form for such sums)
                         add_enforced_le(m, np.concatenate([mv, tv]), np.concatenate([a * mc, -b * tc]),
                                         b * have_theirs - 1 - a * have, [rv.index, lost.index, -within.index - 1])
