@@ -317,13 +317,20 @@ def test_decode_reserve_counts_only_the_victims_the_model_can_evict() -> None:
                                                 + DECODE_SECONDS_PER_VICTIM * modelled)
 
 
+def _departments_cluster() -> dict:
+    """tests/test_extreme_values.py's generated cluster (departments, shared GPUs, topology), a copy."""
+    import copy
+
+    from test_extreme_values import DOC
+    return copy.deepcopy(DOC)
+
+
 def test_a_department_quota_far_below_zero_keeps_the_eviction_rows_within_int64() -> None:
     """CLI fuzz (a generated cluster with departments, shared GPUs and topology): a department's
     GPU quota of -1e20 (-2^64 after kai_cp/queues.py's cap) made its gate-2 allowance
     (`_before_last`, GPUs x 100 above the quota) a coefficient past int64 that CP-SAT refused,
     an internal error. Bounded by what the victims can take at all, the rows mean the same."""
-    from test_bench_generator import gen
-    doc = gen.generate_cluster(6, 12, 14, seed=3, topology_share=0.5, fractional_share=0.5, contention=True)
+    doc = _departments_cluster()
     dept = next(q for q in doc["rawObjects"]["queues"] if q["metadata"]["name"] == "autonomy")
     dept["spec"]["resources"]["gpu"]["quota"] = -1e20
     res = cycle(doc, "cp-sat")          # the validator finds no violation (test_cycle.cycle)
@@ -353,8 +360,7 @@ def test_gate3_ratio_rows_held_in_int64_admit_nothing_the_exact_row_refuses() ->
 def test_a_huge_reclaimer_saturation_multiplier_builds_a_model_cp_sat_holds() -> None:
     """Config fuzz: proportion's relcaimerSaturationMultiplier of 1e20 made gate 3's rows above
     the leaf carry coefficients past int64 (an internal error for every job)."""
-    from test_bench_generator import gen
-    doc = gen.generate_cluster(6, 12, 14, seed=3, topology_share=0.5, fractional_share=0.5, contention=True)
+    doc = _departments_cluster()
     proportion = next(p for p in doc["config"]["tiers"][0]["plugins"] if p["name"] == "proportion")
     proportion["arguments"] = {"relcaimerSaturationMultiplier": "1e20"}
     res = cycle(doc, "cp-sat")          # the validator finds no violation (test_cycle.cycle)
