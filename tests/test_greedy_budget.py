@@ -121,7 +121,8 @@ def outcomes(actions) -> dict[str, tuple]:
     return {a: (sorted(o.solved), sorted(o.failed.items()), o.attempts, o.skipped) for a, o in actions.items()}
 
 
-@pytest.mark.parametrize("more", [400, 2_500, 10**9])
+# 400 and 1,200 stop the showcase's search partway; with the scenario filter 2,500 finishes it
+@pytest.mark.parametrize("more", [400, 1_200, 10**9])
 def test_a_search_resumed_decides_what_one_longer_search_decides(state, small_rates, more) -> None:
     """Why: the CP-SAT cycle stops KAI's search at half its limit for the model, and where it then
     falls back to KAI's decisions it resumes that search (cycle.py `resume_search`). Resumed from where
