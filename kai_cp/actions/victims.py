@@ -455,8 +455,11 @@ class _ScenarioFilter:
         self.free = self.base_free.copy()
         self.total0 = self.total = int(self.free.sum())
         self.best0 = self.best = int(self.free.max(initial=0))
-        self.extra: dict[int, np.ndarray] = {}
-        self.freed: dict[str, tuple[int, np.ndarray]] = {}       # victim -> (node, what evicting it frees)
+        # Per node, Python ints: a scenario's few nodes are summed and compared in pure Python,
+        # several times faster than numpy on rows of five.
+        self.rows: dict[int, list[int]] = {}                     # node -> free0's row
+        self.extra: dict[int, list[int]] = {}
+        self.freed: dict[str, tuple[int, list[int]]] = {}        # victim -> (node, what evicting it frees)
         self.shared_mem: dict[tuple[int, str], int] = {}
         self.active = bool(self.need or self.kinds)
 
@@ -469,28 +472,28 @@ class _ScenarioFilter:
         n = solver._where[t.key]
         if t.key in solver._moved:
             p = s.placements.get(t.key)
-            vec = p.vec if p is not None else None               # its pipelined placement would be freed
+            vec = p.vec.tolist() if p is not None else None      # its pipelined placement would be freed
         elif t.key in s.evictions:
             vec = None                                           # already releasing: counted in free
         else:
-            vec = solver.state.table.vector(t)
+            vec = solver.state.table.vector(t).tolist()
             if t.request.is_shared_gpu and t.gpu_groups:
-                vec = vec.copy()
                 # with every victim popped so far: never less than a scenario of some of them frees
                 vec[2] += self._shared(n, t)
         if vec is None:
             return
         self.freed[t.key] = (n, vec)
-        g = int(vec[2])
+        g = vec[2]
         if g and self.admitted[n]:
             self.free[n] += g
             self.total += g
             self.best = max(self.best, int(self.free[n]))
         if not self.placeable:
             e = self.extra.get(n)
-            e = self.extra[n] = vec.copy() if e is None else e + vec
+            e = self.extra[n] = vec if e is None else [a + b for a, b in zip(e, vec)]
+            row = self._row(n)
             for k in self.kinds:
-                k.grow(n, e)
+                k.grow(n, row, e)
             d = int(self.dom[n])
             self.placeable = d >= 0 and all(k.in_domain[d] >= k.count for k in self.kinds)
 
@@ -511,6 +514,12 @@ class _ScenarioFilter:
                 whole += 1
         return whole
 
+    def _row(self, n: int) -> list[int]:
+        row = self.rows.get(n)
+        if row is None:
+            row = self.rows[n] = self.free0[n].tolist()
+        return row
+
     def ok(self) -> bool:
         return self.total >= self.need and self.best >= self.largest and self.placeable
 
@@ -518,19 +527,19 @@ class _ScenarioFilter:
         """The same conditions for a scenario that evicts these victims (each added before)."""
         if not self.active:
             return True
-        by_node: dict[int, np.ndarray] = {}
+        by_node: dict[int, list[int]] = {}
         for t in victims:
             f = self.freed.get(t.key)
             if f is not None:
                 n, vec = f
                 e = by_node.get(n)
-                by_node[n] = vec.copy() if e is None else e + vec
+                by_node[n] = vec if e is None else [a + b for a, b in zip(e, vec)]
         if self.need:
             total, best = self.total0, self.best0
             for n, e in by_node.items():
                 if e[2] and self.admitted[n]:
-                    total += int(e[2])
-                    best = max(best, int(self.base_free[n] + e[2]))
+                    total += e[2]
+                    best = max(best, int(self.base_free[n]) + e[2])
             if total < self.need or best < self.largest:
                 return False
         if not self.kinds:
@@ -540,8 +549,9 @@ class _ScenarioFilter:
             d = int(self.dom[n])
             if d >= 0:
                 g = gains.setdefault(d, [0] * len(self.kinds))
+                row = self._row(n)
                 for i, k in enumerate(self.kinds):
-                    g[i] += k.fits(n, e) - int(k.at0[n])
+                    g[i] += k.fits(n, row, e) - int(k.at0[n])
         return any(all(int(k.in_domain0[d]) + g[i] >= k.count for i, k in enumerate(self.kinds))
                    for d, g in gains.items())
 
@@ -549,34 +559,32 @@ class _ScenarioFilter:
 class _Kind:
     """Pods of one request and one set of admitted nodes, in a scenario filter: how many fit on
     each node with what is free there (`free0`) and what victims free, and in each domain."""
-    __slots__ = ("need", "cols", "mask", "count", "free0", "dom", "at0", "at", "in_domain0", "in_domain")
+    __slots__ = ("need", "mask", "count", "dom", "at0", "at", "in_domain0", "in_domain")
 
     def __init__(self, vec: np.ndarray, count: int, mask: np.ndarray, free0: np.ndarray, dom: np.ndarray,
                  domains: int):
-        self.cols = np.flatnonzero(vec > 0)
-        self.need = vec[self.cols]
-        self.count, self.mask, self.free0, self.dom = count, mask, free0, dom
-        if len(self.cols):
-            self.at0 = np.where(mask, np.clip((free0[:, self.cols] // self.need).min(axis=1), 0, count), 0)
+        cols = np.flatnonzero(vec > 0)
+        self.need = list(zip(cols.tolist(), vec[cols].tolist()))       # (column, amount) per resource asked
+        self.count, self.mask, self.dom = count, mask, dom
+        if len(cols):
+            self.at0 = np.where(mask, np.clip((free0[:, cols] // vec[cols]).min(axis=1), 0, count), 0)
         else:       # a request of nothing: an admitted node holds them all
             self.at0 = np.where(mask, count, 0)
         self.in_domain0 = np.bincount(dom[mask], weights=self.at0[mask], minlength=domains).astype(np.int64)
         self.in_domain = self.in_domain0.copy()
         self.at: dict[int, int] = {}
 
-    def fits(self, n: int, extra: np.ndarray) -> int:
-        """Pods of this kind node `n` holds with `extra` freed there (at most `count`)."""
+    def fits(self, n: int, row: list[int], extra: list[int]) -> int:
+        """Pods of this kind node `n` (free: `row`) holds with `extra` freed there (at most `count`)."""
         if not self.mask[n]:
             return 0
-        if not len(self.cols):
-            return self.count
-        return max(0, min(self.count, int(((self.free0[n, self.cols] + extra[self.cols]) // self.need).min())))
+        return max(0, min([self.count] + [(row[c] + extra[c]) // q for c, q in self.need]))
 
-    def grow(self, n: int, extra: np.ndarray) -> None:
+    def grow(self, n: int, row: list[int], extra: list[int]) -> None:
         """Node `n` now frees `extra` in all (every victim popped there)."""
         if not self.mask[n]:
             return
-        now = self.fits(n, extra)
+        now = self.fits(n, row, extra)
         self.in_domain[self.dom[n]] += now - self.at.get(n, int(self.at0[n]))
         self.at[n] = now
 
