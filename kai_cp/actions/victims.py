@@ -432,18 +432,21 @@ class _ScenarioFilter:
             domains = int(self.dom.max(initial=-1)) + 1
         else:
             self.dom, domains = np.zeros(len(state.nodes), dtype=np.int64), 1
-        kinds: dict[tuple, list[TaskInfo]] = {}
+        kinds: dict[tuple, tuple[np.ndarray, TaskInfo, int]] = {}      # kind -> (request row, a pod, pods)
         admitted = np.zeros(len(state.nodes), dtype=bool)
         for t in tasks:
             r = t.request
             if r.gpus > 0 and not r.is_shared_gpu:
                 admitted |= state.predicates.mask(t.predicate_key)
             if not (r.best_effort or r.is_shared_gpu):
-                kinds.setdefault((state.table.vector(t).tobytes(), t.predicate_key, r.kind), []).append(t)
+                vec = state.table.vector(t)
+                key = (vec.tobytes(), t.predicate_key, r.kind)
+                _, first, count = kinds.get(key, (vec, t, 0))
+                kinds[key] = (vec, first, count + 1)
         member = self.dom >= 0
-        self.kinds = [_Kind(state.table.vector(same[0]), len(same), member & state.predicates.mask(same[0].predicate_key)
-                            & fitter.types.mask(same[0].request), free0, self.dom, domains)
-                      for same in kinds.values()]
+        self.kinds = [_Kind(vec, count, member & state.predicates.mask(t.predicate_key) & fitter.types.mask(t.request),
+                            free0, self.dom, domains)
+                      for vec, t, count in kinds.values()]
         held = np.ones(domains, dtype=bool)
         for k in self.kinds:
             held &= k.in_domain >= k.count
@@ -489,8 +492,7 @@ class _ScenarioFilter:
             self.total += g
             self.best = max(self.best, int(self.free[n]))
         if not self.placeable:
-            e = self.extra.get(n)
-            e = self.extra[n] = vec if e is None else [a + b for a, b in zip(e, vec)]
+            e = _sum_at(self.extra, n, vec)
             row = self._row(n)
             for k in self.kinds:
                 k.grow(n, row, e)
@@ -531,9 +533,7 @@ class _ScenarioFilter:
         for t in victims:
             f = self.freed.get(t.key)
             if f is not None:
-                n, vec = f
-                e = by_node.get(n)
-                by_node[n] = vec if e is None else [a + b for a, b in zip(e, vec)]
+                _sum_at(by_node, *f)
         if self.need:
             total, best = self.total0, self.best0
             for n, e in by_node.items():
@@ -554,6 +554,13 @@ class _ScenarioFilter:
                     g[i] += k.fits(n, row, e) - int(k.at0[n])
         return any(all(int(k.in_domain0[d]) + g[i] >= k.count for i, k in enumerate(self.kinds))
                    for d, g in gains.items())
+
+
+def _sum_at(sums: dict[int, list[int]], n: int, vec: list[int]) -> list[int]:
+    """Add `vec` to node `n`'s sum (a new list: the rows summed are shared) and return it."""
+    e = sums.get(n)
+    e = sums[n] = vec if e is None else [a + b for a, b in zip(e, vec)]
+    return e
 
 
 class _Kind:
