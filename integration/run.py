@@ -24,7 +24,8 @@ import time
 from fractions import Fraction
 from typing import Any, Sequence
 
-from kai_cp.cycle import DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES, CycleSettings, run_cycle
+from kai_cp.cycle import (DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES, CycleSettings, load_engine,
+                          run_cycle)
 from kai_cp.loader import dump_snapshot
 from kai_cp.state_cache import StateBuilder
 from models import duration_seconds
@@ -430,6 +431,7 @@ class Scheduler:
                       "installed (crds/)?", a.sync_timeout)
             return 1
         log.info("cache synced: %s", self.cache.counts())
+        load_engine(self.settings.engine)       # the first cycle does not pay OR-Tools' import
         gc.freeze()
         if self.elector:
             self.elector.start()

@@ -46,6 +46,23 @@ def test_curve_is_read_at_every_percentage_and_never_exceeds_arrivals(tmp_path: 
     assert run.at_100 > 50
 
 
+def test_the_collector_runs_between_batches_and_is_restored(tmp_path: Path) -> None:
+    """Each batch's garbage is collected after it, timed apart from its cycle, and the caller's
+    collector setting is left as it was (the loop pauses it)."""
+    import gc
+    _write(tmp_path)
+    nodes, pods = b.read_nodes(tmp_path), b.read_pods(tmp_path, "toy")
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            run = b.run_one(nodes, pods, "toy", 42, "greedy", 3, 1.0, b.Progress(1, False))
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()
+        assert len(run.gc_seconds) == len(run.cycle_seconds) > 0
+        assert all(s >= 0 for s in run.gc_seconds)
+
+
 def test_the_upper_bound_packs_fractions_exactly() -> None:
     """bench/bench_fgd_bound.py: capacity minus the least of max(fractions dropped, milli-GPU left
     free on the GPUs that hold fractions)."""

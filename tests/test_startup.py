@@ -51,6 +51,18 @@ def test_greedy_solve_imports_neither_ortools_nor_kubernetes(tmp_path):
     assert json.loads(out.read_text())["cycle"]["engine"] == "greedy"
 
 
+def test_load_engine_imports_what_each_engine_needs_and_no_more():
+    """A long-running caller loads the engine at its own start (first cycle not late by the
+    OR-Tools import); greedy needs none of it."""
+    got = _python(
+        "import sys\n"
+        "from kai_cp.cycle import load_engine\n"
+        "load_engine('greedy'); print('ortools' in sys.modules)\n"
+        "load_engine('cp-sat'); print(all(m in sys.modules for m in ('ortools', 'kai_cp.model.build', "
+        "'kai_cp.model.solve', 'kai_cp.model.decode')))")
+    assert got.splitlines() == ["False", "True"]
+
+
 def test_cp_model_works_without_pandas_and_real_pandas_stays_importable():
     got = _python(
         "import sys\n"
