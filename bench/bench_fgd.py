@@ -34,10 +34,10 @@ repository root; never copied into the repository). Protocol (FGD's simulator, R
 Cycle time is the wall time of ``run_cycle`` alone (p50, p99); building the state from the
 snapshot each cycle (``build_cluster_state``) is reported apart, as is process start-up (the
 engine's imports included: OR-Tools for cp-sat, otherwise paid inside the first cycle) and the
-garbage collector, which runs between batches (``gc.collect(1)``, p99 reported), as a scheduler
-collects while it waits for its next period. Left to itself, Python's collector ran its young
-generations at the end of whichever cycle crossed its threshold: 40-120 ms of earlier batches'
-garbage added to one cycle in ten.
+garbage collector, which runs after each batch (``kai_cp.gcpause.collected_after``, p99
+reported), as the in-cluster scheduler collects after each cycle. Left to itself, Python's
+collector ran at the end of whichever cycle crossed its threshold: 40-120 ms of earlier
+batches' garbage added to one cycle in ten.
 FGD's figures are the means over the same seeds from ``fgd_expected_analysis_allo_discrete.csv``.
 
 Running pods are kept in the snapshot as they are (one pod object each), the way the engine
@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gc
 import json
 import random
 import statistics
@@ -62,6 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kai_cp.cycle import CycleSettings, load_engine, run_cycle  # noqa: E402
+from kai_cp.gcpause import collected_after  # noqa: E402
 from kai_cp.loader import load_snapshot_dict  # noqa: E402
 from kai_cp.simulate import apply_decisions  # noqa: E402
 from kai_cp.state import build_cluster_state  # noqa: E402
@@ -191,54 +191,46 @@ def run_one(nodes: list[dict], pods: list[PodSpec], trace: str, seed: int, engin
     out = Run(trace, seed, engine, batch, curve=[0.0])
     allocated = arrived = 0    # milli-GPU
     i = 0
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        while len(out.curve) <= 100 and i < len(arrivals):
-            # the next batch, cut at the next whole percentage of arrived demand
-            next_pct = len(out.curve)
-            chunk = []
-            while i < len(arrivals) and len(chunk) < batch:
-                p = arrivals[i]
-                chunk.append((f"p{i:05d}", p))
-                arrived += p.gpu_demand
-                i += 1
-                if arrived * 100 >= next_pct * capacity * 1000:
-                    break
-            docs = [pod_docs(p, uid) for uid, p in chunk]
-            mini = load_snapshot_dict({"rawObjects": {"pods": [d[0] for d in docs], "podGroups": [d[1] for d in docs]}})
-            raw.pods.extend(mini.snapshot.raw_objects.pods)
-            raw.pod_groups.extend(mini.snapshot.raw_objects.pod_groups)
-            for uid, p in chunk:
-                demand[uid] = p.gpu_demand
+    while len(out.curve) <= 100 and i < len(arrivals):
+        # the next batch, cut at the next whole percentage of arrived demand
+        next_pct = len(out.curve)
+        chunk = []
+        while i < len(arrivals) and len(chunk) < batch:
+            p = arrivals[i]
+            chunk.append((f"p{i:05d}", p))
+            arrived += p.gpu_demand
+            i += 1
+            if arrived * 100 >= next_pct * capacity * 1000:
+                break
+        docs = [pod_docs(p, uid) for uid, p in chunk]
+        mini = load_snapshot_dict({"rawObjects": {"pods": [d[0] for d in docs], "podGroups": [d[1] for d in docs]}})
+        raw.pods.extend(mini.snapshot.raw_objects.pods)
+        raw.pod_groups.extend(mini.snapshot.raw_objects.pod_groups)
+        for uid, p in chunk:
+            demand[uid] = p.gpu_demand
+        with collected_after() as collection:      # the batch's garbage collected after it
             t0 = time.perf_counter()
             state = build_cluster_state(loaded)
             t1 = time.perf_counter()
             result = run_cycle(state, settings)
             t2 = time.perf_counter()
-            out.state_seconds.append(t1 - t0)
-            out.cycle_seconds.append(t2 - t1)
             out.fallbacks += result.status == "FALLBACK"
             apply_decisions(loaded, result)
             placed = {p.task.name for p in result.session.placements.values() if not p.pipelined}
-            allocated += sum(demand[u] for u, _ in chunk if u in placed)
-            # failed pods leave (FGD); placed ones keep running, their PodGroup is no longer needed
-            batch_ids = {u for u, _ in chunk}
-            raw.pods[:] = [p for p in raw.pods if p.metadata.name not in batch_ids or p.metadata.name in placed]
-            raw.pod_groups[:] = [g for g in raw.pod_groups if g.metadata.name not in batch_ids]
-            while len(out.curve) <= 100 and arrived * 100 >= len(out.curve) * capacity * 1000:
-                out.curve.append(100.0 * allocated / (capacity * 1000))
-            out.final = loaded
-            progress.step(len(chunk), f"{trace} seed {seed} {engine} B={batch}: {min(len(out.curve) - 1, 100)}% arrived, "
-                                      f"{100.0 * allocated / (capacity * 1000):.2f}% allocated")
-            # The batch's garbage, collected before the next one (module docstring).
             del state, result, mini, docs
-            t3 = time.perf_counter()
-            gc.collect(1)
-            out.gc_seconds.append(time.perf_counter() - t3)
-    finally:
-        if collecting:
-            gc.enable()
+        out.state_seconds.append(t1 - t0)
+        out.cycle_seconds.append(t2 - t1)
+        out.gc_seconds.append(collection.seconds)
+        allocated += sum(demand[u] for u, _ in chunk if u in placed)
+        # failed pods leave (FGD); placed ones keep running, their PodGroup is no longer needed
+        batch_ids = {u for u, _ in chunk}
+        raw.pods[:] = [p for p in raw.pods if p.metadata.name not in batch_ids or p.metadata.name in placed]
+        raw.pod_groups[:] = [g for g in raw.pod_groups if g.metadata.name not in batch_ids]
+        while len(out.curve) <= 100 and arrived * 100 >= len(out.curve) * capacity * 1000:
+            out.curve.append(100.0 * allocated / (capacity * 1000))
+        out.final = loaded
+        progress.step(len(chunk), f"{trace} seed {seed} {engine} B={batch}: {min(len(out.curve) - 1, 100)}% arrived, "
+                                  f"{100.0 * allocated / (capacity * 1000):.2f}% allocated")
     return out
 
 

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 from kai_cp.cycle import (DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES, CycleSettings, load_engine,
                           run_cycle)
+from kai_cp.gcpause import collected_after
 from kai_cp.loader import dump_snapshot
 from kai_cp.state_cache import StateBuilder
 from models import duration_seconds
@@ -457,7 +458,8 @@ class Scheduler:
                     self.stop.wait(a.schedule_period)
                     continue
                 try:
-                    self.cycle()
+                    with collected_after():     # its garbage after its writes are queued, not before
+                        self.cycle()
                 except Exception as e:      # one bad cycle never ends the scheduler
                     log.exception("cycle failed: %s", e)
                 if a.cycles and self.cycles >= a.cycles:
