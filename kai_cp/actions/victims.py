@@ -813,12 +813,16 @@ class JobSolver:
         todo = {preemptor.name, *victim_jobs}     # the others only rank queues; done once these are
         try:
             while order and todo:
-                job = order.pop()
-                if job is None:
-                    break
-                if job is not preemptor and job.name not in victim_jobs:
-                    continue
-                todo.discard(job.name)
+                job = self._last(todo, preemptor, order)
+                if job is not None:
+                    todo.clear()
+                else:
+                    job = order.pop()
+                    if job is None:
+                        break
+                    if job is not preemptor and job.name not in victim_jobs:
+                        continue
+                    todo.discard(job.name)
                 if job is not preemptor:
                     self._replace(job, feasible)
                 elif not self.alloc.attempt_tasks(job, tasks, JobOutcome(job.name, 0), feasible, pipeline_only=True,
@@ -847,6 +851,17 @@ class JobSolver:
             s.rollback(cp)
             return None
         return solution
+
+    def _last(self, todo: set[str], preemptor: JobInfo, order: JobQueue) -> JobInfo | None:
+        """The scenario's last job to allocate, which goes next whatever would be popped before it:
+        the others only rank queues, and popping one changes nothing else (those pops were half of
+        a 1,000-node consolidation search). None while more are left, or where no leaf queue holds
+        it (never popped)."""
+        if len(todo) != 1:
+            return None
+        (name,) = todo
+        job = preemptor if name == preemptor.name else self.state.jobs[name]
+        return None if order.children.get(job.queue, True) else job
 
     def _pending_jobs(self) -> list[JobInfo]:
         """Jobs with a pending pod not placed in this cycle, in an existing leaf queue (KAI's
