@@ -11,7 +11,6 @@ same.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -20,10 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from clustergen import contended_clusters
 from kai_cp.actions import victims
 from kai_cp.actions.allocate import Allocator
-from kai_cp.cycle import CycleSettings, run_cycle
-from kai_cp.loader import load_snapshot_dict
-from kai_cp.state import build_cluster_state
 from test_bench_generator import gen
+from test_scenario_filter import _decisions
 
 
 def _run(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch, popped: bool) -> tuple[dict[str, Any], list[str]]:
@@ -40,10 +37,7 @@ def _run(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch, popped: bool) -> 
         m.setattr(Allocator, "attempt_tasks", logged)
         if popped:
             m.setattr(victims.JobSolver, "_last", lambda self, todo, preemptor, order: None)
-        state = build_cluster_state(load_snapshot_dict(copy.deepcopy(doc)))
-        out = run_cycle(state, CycleSettings(engine="greedy", time_limit=60.0, now=1.8e9)).to_json()
-    assert "evictionSearch" not in out["cycle"]
-    return {k: out[k] for k in ("binds", "pipelined", "evictions")}, attempts
+        return _decisions(doc), attempts
 
 
 def _check(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> list[str]:
