@@ -340,10 +340,12 @@ def main(argv: list[str] | None = None) -> int:
         gcs = [c for r in rs for c in r.gc_seconds]
         mean = statistics.mean(vals)
         summary[t] = {"mean": mean, "min": min(vals), "max": max(vals), "fgd": fgd_mean, "bestfit": bf_mean,
-                      "cycle_p50": pct(cyc, 0.5), "cycle_p99": pct(cyc, 0.99), "state_p50": pct(st, 0.5), "gc_p99": pct(gcs, 0.99),
+                      "cycle_p50": pct(cyc, 0.5), "cycle_p99": pct(cyc, 0.99), "state_p50": pct(st, 0.5),
+                      "gc_p99": pct(gcs, 0.99),
                       "fallbacks": sum(r.fallbacks for r in rs), "per_seed": dict(zip(args.seeds, vals))}
         print(f"{t:<12} {mean:9.2f} {min(vals):6.2f} {max(vals):6.2f} {fgd_mean:6.2f} {bf_mean:7.2f} {mean - fgd_mean:+6.2f} "
-              f"{pct(cyc, 0.5):9.3f} {pct(cyc, 0.99):6.3f} {pct(st, 0.5):9.3f} {pct(gcs, 0.99):6.3f} {summary[t]['fallbacks']:6d}")
+              f"{pct(cyc, 0.5):9.3f} {pct(cyc, 0.99):6.3f} {pct(st, 0.5):9.3f} {pct(gcs, 0.99):6.3f} "
+              f"{summary[t]['fallbacks']:6d}")
         if args.curve:
             pts = [statistics.mean(r.curve[k] for r in rs if len(r.curve) > k) for k in range(0, 101, 10)]
             print("  curve (allocated % at 0,10,..,100 % arrived): " + " ".join(f"{v:.1f}" for v in pts))
