@@ -167,19 +167,37 @@ class Evictions:
                     lits.append(z[key])
             return lits
 
+        pairs_of: dict[str, list[int]] = {}
+        for i, job in enumerate(pair_job):
+            pairs_of.setdefault(job.name, []).append(i)
+
+        def kai_preemptor_placed(u) -> cp_model.IntVar:
+            """1 only where a pod of a job KAI evicted the unit's pods for is placed: greedy's
+            evictions stay possible without a candidate pair beside them (below), but not
+            without their preemptor. KAI's started jobs are not all kept started (order.py
+            `kept_started`, where KAI moved victims), and an eviction for no placed job frees
+            capacity nobody may take and names no preemptor (decode.py)."""
+            b = m.new_bool_var("")
+            xs = [ctx.x[i] for j in {greedy_ev[t.key].for_job for t in u.tasks if t.key in greedy_ev}
+                  for i in pairs_of.get(j, ())]
+            m.add(b <= sum(xs))
+            ctx.derive_hint(lambda: ctx.hint(b, 1 if any(ctx.hinted(x) for x in xs) else 0))
+            return b
+
         for u in units:
             lits = justification(u, u.nodes)
             # KAI's actions evict victims on nodes their preemptor then does not use (a scenario
             # evicts before it simulates): what greedy evicted stays possible without a candidate
-            # pair beside it.
+            # pair beside it, while its preemptor is placed.
             kai = sum(1 for t in u.tasks if t.key in greedy_ev)
             if not lits and not kai:
                 continue
+            kai_ok = kai_preemptor_placed(u) if kai else None
             if u.kind == "pods":
                 n = u.nodes[0]
                 k = m.new_int_var(0, len(u.tasks), "")
                 ctx.hint(k, kai)
-                m.add((k <= len(u.tasks) * sum(lits) + kai) if kai else (k <= len(u.tasks) * sum(lits)))
+                m.add((k <= len(u.tasks) * sum(lits) + kai * kai_ok) if kai else (k <= len(u.tasks) * sum(lits)))
                 freed.setdefault(n, []).append((k, u.vec))
                 by_queue.setdefault(u.queue, []).append((k, u.vec))
                 unit_vars.append((u, [(u.tasks, k, "first")]))
@@ -231,7 +249,7 @@ class Evictions:
             for v in dict.fromkeys(v for v, _ in total_pods):
                 ub = len(u.tasks)
                 kept = ctx.hinted(v)        # (greedy's evictions: see the pods units above)
-                m.add((v <= ub * sum(lits) + kept) if kept else (v <= ub * sum(lits)))
+                m.add((v <= ub * sum(lits) + kept * kai_ok) if kept else (v <= ub * sum(lits)))
             unit_vars.append((u, plan))
             evict_vars.extend(v for v, _ in total_pods)
             pod_terms.extend(total_pods)
