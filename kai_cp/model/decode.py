@@ -170,12 +170,17 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
         if pick is None:
             # KAI's own eviction (the model keeps greedy's evictions possible without a candidate
             # beside them: KAI's scenarios evict a victim job on nodes its preemptor then does not
-            # use): KAI's preemptor, which the model keeps started.
-            kai = ctx.greedy.session.evictions.get(t.key)
-            if kai is not None and kai.for_job in state.jobs and any(
-                    p.key in session.placements for p in state.jobs[kai.for_job].tasks):
-                pick = (kai.action, state.jobs[kai.for_job])
-                wait_for_victims(pick[1])
+            # use): KAI's preemptor, whose placement the model requires of such an eviction
+            # (evictions.py kai_preemptor_placed: one of the unit's KAI preemptors, this pod's
+            # own first).
+            greedy_ev = ctx.greedy.session.evictions
+            for k in [t.key] + [o.key for o in u.tasks if o.key != t.key]:
+                kai = greedy_ev.get(k)
+                if kai is not None and kai.for_job in state.jobs and any(
+                        p.key in session.placements for p in state.jobs[kai.for_job].tasks):
+                    pick = (kai.action, state.jobs[kai.for_job])
+                    wait_for_victims(pick[1])
+                    break
         if pick is None:          # cannot happen with the model's justification constraints
             raise AssertionError(f"eviction of {t.key} has no preemptor placed on its nodes")
         action, job = pick

@@ -135,11 +135,9 @@ class Evictions:
         greedy_ev = ctx.greedy.session.evictions
         greedy_reclaimed = {k for k, e in greedy_ev.items() if e.action == "reclaim"}
         units = pool.justified(ctx.pair_node, pair_job)
-        unit_jobs = {u.tasks[0].job for u in units if u.kind == "job"}
-        own_pairs: dict[str, list[int]] = {}
+        pairs_of: dict[str, list[int]] = {}      # job -> its candidate pairs
         for i, job in enumerate(pair_job):
-            if job.name in unit_jobs:
-                own_pairs.setdefault(job.name, []).append(i)
+            pairs_of.setdefault(job.name, []).append(i)
 
         def justification(u, nodes) -> list:
             lits = []
@@ -166,10 +164,6 @@ class Evictions:
                         z[key] = zv
                     lits.append(z[key])
             return lits
-
-        pairs_of: dict[str, list[int]] = {}
-        for i, job in enumerate(pair_job):
-            pairs_of.setdefault(job.name, []).append(i)
 
         def kai_preemptor_placed(u) -> cp_model.IntVar:
             """1 only where a pod of a job KAI evicted the unit's pods for is placed: greedy's
@@ -214,7 +208,7 @@ class Evictions:
                 ctx.hint(y, 1 if evicted_all else 0)
                 # A job evicted whole gets no new pods this cycle: they would run below its gang
                 # minimum (an elastic job's pending pods are modelled as growth of a started job).
-                own = own_pairs.get(u.tasks[0].job)
+                own = pairs_of.get(u.tasks[0].job)
                 if own:
                     m.add(cp_model.LinearExpr.sum([ctx.x[i] for i in own]) == 0).only_enforce_if(y)
             parts = []
