@@ -60,6 +60,8 @@ class Metrics:
         self.model_vars = Gauge("cp_model_variables", "Variables of the last cycle's CP-SAT model", namespace=ns, registry=r)
         self.model_cons = Gauge("cp_model_constraints", "Constraints of the last cycle's CP-SAT model", namespace=ns, registry=r)
         self.cycles = Counter("cp_cycles", "Scheduling cycles run", namespace=ns, registry=r)
+        self.model_faults = Counter("cp_model_faults", "Cycles whose CP-SAT model failed (a kai-cp bug: build, solve "
+                                    "or decode) and that applied KAI's decisions instead", namespace=ns, registry=r)
         self.cycle_seconds = Histogram("cp_cycle_seconds", "Whole cycle time: snapshot, state, decisions, apply, status",
                                        namespace=ns, registry=r,
                                        buckets=(.05, .1, .25, .5, .75, 1, 1.5, 2, 3, 5, 10))

@@ -376,6 +376,8 @@ class Scheduler:
         obj, bound = cyc.get("objective"), cyc.get("bound")
         if isinstance(obj, (int, float)) and isinstance(bound, (int, float)):
             m.gap.set(abs(bound - obj) / max(1.0, abs(obj)))
+        if "modelFault" in cyc:
+            m.model_faults.inc()
         if "variables" in cyc:
             m.model_vars.set(cyc["variables"])
             m.model_cons.set(cyc.get("constraints", 0))

@@ -5,10 +5,12 @@ at least as good in time."""
 from __future__ import annotations
 
 import importlib
+import logging
+import os
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from kai_cp.actions.pipeline import (CYCLE_NOTE, beyond_hint, estimated_greedy_seconds, hint_budget, run_evictions,
                                      run_greedy, unmodelled_evictions)
@@ -60,6 +62,9 @@ LEAN_SOLVE_SECONDS = 0.1
 # for KAI's last action (stale gangs) and the result.
 HINT_SHARE = 0.5
 END_RESERVE = 0.03
+STRICT_ENV = "KAI_CP_STRICT"
+
+log = logging.getLogger(__name__)
 
 
 # cycle.evictionSearch where the clock stopped KAI's eviction search before its work bound did
@@ -248,10 +253,7 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     if settings.engine == "cp-sat":
         # Imported here, before the clock starts: OR-Tools (with pandas) is ~0.5 s of start-up
         # that greedy-only runs and `kai-cp --help` skip.
-        from kai_cp.model.base import kai_moved
-        from kai_cp.model.build import BuildTimeout, build_model
-        from kai_cp.model.decode import decode, is_greedys
-        from kai_cp.model.solve import MIN_SOLVE_SECONDS, solve
+        load_engine("cp-sat")
     t0 = time.perf_counter()
     now = settings.now if settings.now is not None else time.time()
     end = t0 + settings.time_limit - END_RESERVE      # where KAI's eviction actions stop at the latest
@@ -277,6 +279,37 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
         return CycleResult(state, full.session, full, engine, status, objective, bound, time.perf_counter() - t0,
                            settings, stats, log, actions=full.actions)
 
+    try:
+        return _modelled(state, settings, greedy, kais, t0, t_greedy, now, end, stats)
+    except Exception as e:
+        # KAI's decisions are made and valid: a fault in building, solving or decoding the model
+        # (a model bug) costs this cycle its improvement, not its decisions. Where the same state
+        # comes back every cycle, raising would stop scheduling altogether.
+        if strict():
+            raise
+        log.warning("cycle falls back to KAI's decisions: the model failed", exc_info=True)
+        stats["modelFault"] = f"{type(e).__name__}: {e}"
+        stats["fallbackReason"] = f"the model failed ({stats['modelFault']}); KAI's decisions are used"
+        return kais("greedy", "FALLBACK")
+
+
+def strict() -> bool:
+    """`KAI_CP_STRICT=1`: a fault of the model raises instead of falling back to KAI's decisions.
+    The test suite sets it (tests/conftest.py), so a model bug fails a test rather than hide
+    behind a valid fallback."""
+    return os.environ.get(STRICT_ENV) == "1"
+
+
+def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult,
+              kais: Callable[..., CycleResult], t0: float, t_greedy: float, now: float, end: float,
+              stats: dict[str, Any]) -> CycleResult:
+    """The cp-sat part of a cycle, after KAI's actions (`greedy`): the model's decisions, or
+    KAI's (`kais`) where it has nothing at least as good in time."""
+    from kai_cp.model.base import kai_moved
+    from kai_cp.model.build import BuildTimeout, build_model
+    from kai_cp.model.decode import decode, is_greedys
+    from kai_cp.model.solve import MIN_SOLVE_SECONDS, solve
+    full = greedy
     fixed = unmodelled_evictions(greedy)
     # KAI's eviction actions' own time in the actions above (less their allocate's): what they
     # take again where they run after the model. Not less an allocate run again below: one slow
