@@ -302,11 +302,18 @@ class Evictions:
                 # cycle's allocation, after allocate, where these rules read the snapshot's; the
                 # level may lose at least that much to reclaim, so greedy's decisions stay a
                 # solution. (Its preemptions inside the level are no allowance for a reclaim.)
-                kai_took = sum(_pod_centi(u) * sum(1 for t in u.tasks if t.key in greedy_reclaimed)
-                               for u in {id(u): u for _, _, u, _ in terms}.values())
+                # Gate 2 passed KAI's last chunk with the level above its share by more than the
+                # chunks before it, so all but the last victim may take what KAI took less its
+                # largest chunk; the row's slack adds the solution's largest (allowing KAI's whole
+                # take there let the level lose one chunk more than KAI's gate allows: random
+                # objectives over generated clusters found a queue reclaimed to 0 under a 2-GPU quota).
+                kai_units = [u for u in {id(u): u for _, _, u, _ in terms}.values()
+                             if any(t.key in greedy_reclaimed for t in u.tasks)]
+                kai_took = sum(_pod_centi(u) * sum(1 for t in u.tasks if t.key in greedy_reclaimed) for u in kai_units)
                 if kai_took:
-                    before = kai_took if before is None else max(before, kai_took)
-                    share = None if share is None else max(share, kai_took)
+                    kai_before = kai_took - max(u.chunk for u in kai_units)
+                    before = kai_before if before is None else max(before, kai_before)
+                    share = None if share is None else max(share, kai_before)
                 chunks = sorted({u.chunk for _, _, u, _ in terms})
                 worst = sum(c * (_ub(v)) for v, c, _, _ in terms)
                 # Past what these victims can take at all the gate bounds nothing: the same rows,

@@ -17,6 +17,7 @@ from ortools.sat.python import cp_model
 
 from kai_cp.capacity import exact_room, room
 from kai_cp.model.base import ModelContext
+from kai_cp.model.linear_rows import upper_bound
 from kai_cp.model.utilisation import pair_centi_gpus
 from kai_cp.queues import RESOURCES
 
@@ -73,8 +74,11 @@ class QueueQuota:
         if worst <= room or not variables:
             return                    # cannot be exceeded: no constraint needed
         # Below what every eviction here frees, no placement meets the room whatever it is: the
-        # same row with a bound CP-SAT can hold (a -1e20 GPU limit was past int64).
-        room = max(room, -sum(amount for _, amount in freed) - 1)
+        # same row with a bound CP-SAT can hold (a -1e20 GPU limit was past int64). A variable
+        # may count several pods of a unit (eviction_units' "first" / "last" plans), so each frees
+        # up to its upper bound times its amount (a sum of amounts let a queue 24 GPUs over its
+        # limit evict 26 and place 5 more: random objectives over generated clusters found it).
+        room = max(room, -sum(amount * upper_bound(v) for v, amount in freed) - 1)
         placed = list(variables)
         for v, amount in freed:
             variables.append(v)
