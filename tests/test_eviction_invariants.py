@@ -116,6 +116,19 @@ def test_cpsat_names_the_reclaimer_its_gate_2_counted() -> None:
     one_engine(doc, "cp-sat")
 
 
+def test_cpsat_takes_no_allowance_across_a_level_from_a_reclaim_inside_it() -> None:
+    """Found by the generated invariant test at stop 45: dept1 (no quota, so never above it) may
+    lose nothing to dept0. KAI's actions reclaimed run4 (q11) for q10's pend1, inside dept1, and
+    the model's gate 2 at dept1 took that reclaim as what dept1 may lose to any reclaimer: it took
+    12 GPUs of dept1 for dept0's run6. Only KAI's reclaims for a queue outside a level are its
+    allowance now (kai_cp/model/evictions.py), and the model makes KAI's reclaim."""
+    doc = json.loads((FIXTURES / "cpsat_reclaim_across_a_level_on_an_inside_reclaims_allowance.json").read_text())
+    one_engine(doc, "greedy")
+    out = one_engine(doc, "cp-sat")
+    assert sorted((e["pod"], e["action"], e["forPodGroup"]) for e in out["evictions"]) == \
+        [("default/run4-0", "reclaim", "pend1"), ("default/run4-1", "reclaim", "pend1")]
+
+
 def test_cpsat_names_the_nearest_reclaiming_queue_on_any_of_a_gangs_nodes() -> None:
     """Found by the generated invariant test at stop 34: dept0 (no quota, so never above it) may
     lose nothing to a queue outside it. The model left run1 (q00, a pod on each of two nodes) out

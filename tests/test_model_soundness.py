@@ -9,9 +9,14 @@ exception into decisions that keep every rule the independent checkers hold: nod
 predicates, gangs, queue limits and the non-preemptible quota, topology, and the eviction rules
 of spec 6.8 (tests/test_invariants.py, tests/eviction_checks.py, kai_cp/validate.py).
 
-Found by it: a queue over its limit could evict 26 GPUs and place 5 more, ending 3 over its
-limit: the quota row's bound (kai_cp/model/quota.py) counted one pod per eviction variable,
-where a variable may count several pods of a unit.
+Found by it (each a test below), where the model admitted what KAI refuses:
+- a queue over its limit evicted 26 GPUs and placed 5 more, ending 3 over its limit: the quota
+  row's bound (kai_cp/model/quota.py) counted one pod per eviction variable, where a variable may
+  count several pods of a unit;
+- gate 2 (kai_cp/model/evictions.py) allowed what KAI's reclaims took in a level before the last
+  chunk, so a queue lost one chunk more than KAI's test-before-subtract lets it;
+- and it counted KAI's reclaims for a queue inside the level as an allowance for reclaimers
+  across it, so a department with no quota lost a gang to another department.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from test_invariants import Raw, check_decisions
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "evictions"
 OVER_LIMIT = "cpsat_over_limit_queue_evicts_counted_pods.json"
 PAST_GATE2 = "cpsat_reclaim_past_gate2_by_kais_last_chunk.json"
+NEAREST = "cpsat_reclaim_names_the_nearest_queue_on_a_gangs_nodes.json"
 
 
 def _model(doc: dict[str, Any], now: float):
@@ -99,6 +105,7 @@ _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Hea
 @settings(max_examples=200, **_SETTINGS)
 @given(doc=contended_clusters(max_nodes=6, max_running=14, max_pending=5), seed=st.integers(0, 10 ** 6))
 @example(doc=json.loads((FIXTURES / PAST_GATE2).read_text()), seed=2511)
+@example(doc=json.loads((FIXTURES / NEAREST).read_text()), seed=2)
 def test_any_solution_decodes_valid_on_contended_clusters(doc: dict[str, Any], seed: int) -> None:
     _check_random(doc, seed)
 
@@ -160,3 +167,24 @@ def test_a_reclaim_takes_no_more_than_gate_2_lets_the_last_chunk_take() -> None:
     assert errors == []
     lost = sum(e.task.request.gpus for e in session.evictions.values() if state.jobs[e.task.job].queue == "q01")
     assert lost <= 3           # (2 here: run11's pods take what the other rules leave)
+
+
+def test_a_reclaim_inside_a_level_is_no_allowance_for_one_across_it() -> None:
+    """dept0 holds all 8 GPUs with no quota: no queue outside it may reclaim from it. KAI's actions
+    reclaimed 3 GPUs of q00 for q01's pend1, inside dept0. Those reclaims were the allowance of
+    dept0's gate 2 against q10 as well, so the model could take q00's run1 (4 GPUs) for q10's run6
+    (random objectives found it on this fixture, kept for another bug). Pushed to place all it can
+    of q10, the model must leave dept0 whole."""
+    doc = json.loads((FIXTURES / NEAREST).read_text())
+    now = time.time()
+    state, greedy, ctx = _model(doc, now)
+    assert {(state.jobs[e.for_job].queue, state.jobs[e.task.job].queue)
+            for e in greedy.session.evictions.values()} == {("q01", "q00")}
+    centi = pair_centi_gpus(ctx)
+    q10 = [i for i, c in enumerate(ctx.pair_class.tolist()) if ctx.classes[c].job.queue == "q10"]
+    placed = cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in q10], [int(centi[i]) for i in q10])
+    decoded = _errors_of(doc, ctx, placed, now)
+    assert decoded is not None
+    errors, session = decoded
+    assert errors == []
+    assert not [e for e in session.evictions.values() if state.jobs[e.for_job].queue == "q10"]

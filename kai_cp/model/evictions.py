@@ -133,7 +133,7 @@ class Evictions:
         pod_terms: list[tuple[cp_model.IntVar, int]] = []     # (variable, pods it evicts per unit)
         gpu_terms: dict[str, list[tuple[cp_model.IntVar, int]]] = {}   # victim queue -> reclaimable GPU terms
         greedy_ev = ctx.greedy.session.evictions
-        greedy_reclaimed = {k for k, e in greedy_ev.items() if e.action == "reclaim"}
+        greedy_reclaimed = {k for k, e in greedy_ev.items() if e.action == "reclaim" and e.for_job in state.jobs}
         units = pool.justified(ctx.pair_node, pair_job)
         pairs_of: dict[str, list[int]] = {}      # job -> its candidate pairs
         for i, job in enumerate(pair_job):
@@ -307,9 +307,12 @@ class Evictions:
                 # largest chunk; the row's slack adds the solution's largest (allowing KAI's whole
                 # take there let the level lose one chunk more than KAI's gate allows: random
                 # objectives over generated clusters found a queue reclaimed to 0 under a 2-GPU quota).
+                # Only reclaims for a queue outside the level passed its gate 2 (one inside is
+                # gated below it, and counts here as little as a preempt does).
+                across = {k for k in greedy_reclaimed if jobs[greedy_ev[k].for_job].queue not in sub}
                 kai_units = [u for u in {id(u): u for _, _, u, _ in terms}.values()
-                             if any(t.key in greedy_reclaimed for t in u.tasks)]
-                kai_took = sum(_pod_centi(u) * sum(1 for t in u.tasks if t.key in greedy_reclaimed) for u in kai_units)
+                             if any(t.key in across for t in u.tasks)]
+                kai_took = sum(_pod_centi(u) * sum(1 for t in u.tasks if t.key in across) for u in kai_units)
                 if kai_took:
                     kai_before = kai_took - max(u.chunk for u in kai_units)
                     before = kai_before if before is None else max(before, kai_before)
