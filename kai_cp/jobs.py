@@ -170,6 +170,7 @@ class JobInfo:
         waiting: list[TaskInfo] = []
         succeeded = any_used = below = False
         on_total, on_below, on_above = 0, False, False      # the pods on nodes, as a victim offers them
+        elsewhere = False                                   # an active pod on a node outside the cycle's
         for ps in self.podsets.values():
             active = used = 0
             on_nodes: list[TaskInfo] = []
@@ -181,6 +182,8 @@ class JobInfo:
                         active += 1
                         if t.node in known:
                             on_nodes.append(t)
+                        else:
+                            elsewhere = True
                 elif s == PENDING or s == GATED:
                     waiting.append(t)
                 elif s == SUCCEEDED:
@@ -197,7 +200,12 @@ class JobInfo:
         d["_waiting"], d["_succeeded"], d["_stale"] = waiting, succeeded, not succeeded and any_used and below
         # Returned: the elastic state (0 below, 1 exactly, 2 above its minimums) of the victim its
         # pods on nodes make, for a preemptible job with any; None: no victim (victim_key).
-        d["_victim_state"] = state = elastic_state(on_below, on_above) if self.preemptible and on_total else None
+        # A job with an active pod outside the cycle's nodes (bound or binding to another shard's
+        # node, or to a node gone from the snapshot) is no victim: its pods here could not go
+        # whole, and the pod there would be left below its gang minimum (random objectives found
+        # the model evicting such a gang's two pods here and keeping its third, binding elsewhere).
+        d["_victim_state"] = state = (elastic_state(on_below, on_above)
+                                      if self.preemptible and on_total and not elsewhere else None)
         return state
 
     @property

@@ -16,7 +16,9 @@ Found by it (each a test below), where the model admitted what KAI refuses:
 - gate 2 (kai_cp/model/evictions.py) allowed what KAI's reclaims took in a level before the last
   chunk, so a queue lost one chunk more than KAI's test-before-subtract lets it;
 - and it counted KAI's reclaims for a queue inside the level as an allowance for reclaimers
-  across it, so a department with no quota lost a gang to another department.
+  across it, so a department with no quota lost a gang to another department;
+- a gang with a pod binding to another shard's node was a victim here, and evicting its pods
+  here left that pod below the gang's minimum (kai_cp/jobs.py: such a job is no victim).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "evictions"
 OVER_LIMIT = "cpsat_over_limit_queue_evicts_counted_pods.json"
 PAST_GATE2 = "cpsat_reclaim_past_gate2_by_kais_last_chunk.json"
 NEAREST = "cpsat_reclaim_names_the_nearest_queue_on_a_gangs_nodes.json"
+ELSEWHERE = "gang_binding_to_another_shards_node.json"
 
 
 def _model(doc: dict[str, Any], now: float):
@@ -120,6 +123,7 @@ def test_any_solution_decodes_valid_with_topology(doc: dict[str, Any], seed: int
 
 @settings(max_examples=200, **_SETTINGS)
 @given(doc=clusters(), seed=st.integers(0, 10 ** 6))
+@example(doc=json.loads((FIXTURES / ELSEWHERE).read_text()), seed=1)
 def test_any_solution_decodes_valid_on_mixed_clusters(doc: dict[str, Any], seed: int) -> None:
     """Shared GPUs, GPU memory, multi-device fractions, topology, affinities, KAI's default actions."""
     _check_random(doc, seed)
@@ -188,3 +192,18 @@ def test_a_reclaim_inside_a_level_is_no_allowance_for_one_across_it() -> None:
     errors, session = decoded
     assert errors == []
     assert not [e for e in session.evictions.values() if state.jobs[e.for_job].queue == "q10"]
+
+
+def test_a_gang_with_a_pod_on_another_shards_node_is_no_victim() -> None:
+    """job0 (minMember 3) runs two pods on this shard's nodes; its third is binding to node-04,
+    which belongs to another node pool. Evicting the two here would leave the third below the
+    gang's minimum, and the pod there is not this shard's to evict: job0 is no victim (found by
+    random objectives: the model evicted the two for q1's job4)."""
+    doc = json.loads((FIXTURES / ELSEWHERE).read_text())
+    now = time.time()
+    state, greedy, ctx = _model(doc, now)
+    job0 = state.jobs["job0"]
+    assert [t.status for t in job0.tasks] == ["Running", "Running", "Binding"] and "node-04" not in state.table.index
+    assert "job0" not in state.victims and "job1" in state.victims
+    assert all(u.tasks[0].job != "job0" for u, _ in ctx.extensions.get("eviction-units", []))
+    assert all(e.task.job != "job0" for e in greedy.session.evictions.values())

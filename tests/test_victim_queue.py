@@ -28,10 +28,11 @@ NOW = 1_750_000_000.0
 
 def scanned(session: Session) -> dict[str, list[tuple[str, list[str], tuple]]]:
     """Per queue, each preemptible job's active tasks by a scan of all its tasks, with the order key
-    victim_order_key gives a fresh victim of them."""
+    victim_order_key gives a fresh victim of them. A job with an active task off the cycle's nodes
+    (another shard's) is none."""
     index, out = session.state.table.index, {}
     for j in session.state.jobs.values():
-        if not j.preemptible:
+        if not j.preemptible or any(t.status in ACTIVE_ALLOCATED and t.node not in index for t in j.tasks):
             continue
         tasks = sorted((t for t in j.tasks if t.node in index and t.status in ACTIVE_ALLOCATED
                         and (t.key in session.evictions) == (t.key in session.placements)), key=lambda t: t.order_key)
