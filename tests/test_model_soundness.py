@@ -18,7 +18,9 @@ Found by it (each a test below), where the model admitted what KAI refuses:
 - and it counted KAI's reclaims for a queue inside the level as an allowance for reclaimers
   across it, so a department with no quota lost a gang to another department;
 - a gang with a pod binding to another shard's node was a victim here, and evicting its pods
-  here left that pod below the gang's minimum (kai_cp/jobs.py: such a job is no victim).
+  here left that pod below the gang's minimum (kai_cp/jobs.py: such a job is no victim);
+- one eviction variable counted a PodSet's pods on a node with the first pod's request, where the
+  pods ask for different resources (kai_cp/model/evictions.py `_same_request`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ OVER_LIMIT = "cpsat_over_limit_queue_evicts_counted_pods.json"
 PAST_GATE2 = "cpsat_reclaim_past_gate2_by_kais_last_chunk.json"
 NEAREST = "cpsat_reclaim_names_the_nearest_queue_on_a_gangs_nodes.json"
 ELSEWHERE = "gang_binding_to_another_shards_node.json"
+MIXED_PODSET = "cpsat_victim_pods_of_one_podset_ask_differently.json"
 
 
 def _model(doc: dict[str, Any], now: float):
@@ -124,6 +127,7 @@ def test_any_solution_decodes_valid_with_topology(doc: dict[str, Any], seed: int
 @settings(max_examples=200, **_SETTINGS)
 @given(doc=clusters(), seed=st.integers(0, 10 ** 6))
 @example(doc=json.loads((FIXTURES / ELSEWHERE).read_text()), seed=1)
+@example(doc=json.loads((FIXTURES / MIXED_PODSET).read_text()), seed=4875)
 def test_any_solution_decodes_valid_on_mixed_clusters(doc: dict[str, Any], seed: int) -> None:
     """Shared GPUs, GPU memory, multi-device fractions, topology, affinities, KAI's default actions."""
     _check_random(doc, seed)
@@ -207,3 +211,18 @@ def test_a_gang_with_a_pod_on_another_shards_node_is_no_victim() -> None:
     assert "job0" not in state.victims and "job1" in state.victims
     assert all(u.tasks[0].job != "job0" for u, _ in ctx.extensions.get("eviction-units", []))
     assert all(e.task.job != "job0" for e in greedy.session.evictions.values())
+
+
+def test_each_eviction_variable_counts_pods_of_one_request() -> None:
+    """job9's PodSet has pods of 2, 1 and 0 GPUs on node-01; one variable counted them all as the
+    first pod's 2 GPUs, so the model thought 0-GPU evictions freed GPUs, and q2 (a 0-GPU limit, 5
+    GPUs held) placed half a GPU after evicting what it took for 5.5. Each variable's pods now ask
+    for the same resources, so what it frees is exact."""
+    doc = json.loads((FIXTURES / MIXED_PODSET).read_text())
+    state, _, ctx = _model(doc, time.time())
+    plans = [(u, ts) for u, plan in ctx.extensions["eviction-units"] for ts, _, _ in plan]
+    assert any(u.tasks[0].job == "job9" for u, _ in plans)
+    for _, ts in plans:
+        assert len({state.table.vector(t).tobytes() for t in ts}) == 1, [t.key for t in ts]
+    job9 = [t for t in state.jobs["job9"].tasks if t.node == "node-01"]
+    assert len({t.request.gpus for t in job9}) > 1

@@ -215,7 +215,7 @@ class Evictions:
             total_pods = []
             plan = []
             for n, by_ps in u.node_tasks.items():
-                for ps, ts in by_ps.items():
+                for ps, ts in ((ps, ts) for ps, pods in by_ps.items() for ts in _same_request(table, pods)):
                     vec = table.vector(ts[0])
                     if u.surplus.get(ps):
                         w = m.new_int_var(0, len(ts), "")
@@ -649,6 +649,17 @@ def _hint_inside(ctx: ModelContext, y, w, v, ys: list) -> None:
     inside = any(ctx.hinted(z) for z in ys)
     ctx.hint(y, 1 if inside else 0)
     ctx.hint(w, 0 if inside else ctx.hinted(v))
+
+
+def _same_request(table, pods: list) -> list[list]:
+    """A PodSet's pods on one node by request, in pod order: they may differ (a launcher beside its
+    workers), and each variable frees what its own pods hold (one variable for all counted the
+    first pod's request for every pod: random objectives found a queue at a 0-GPU limit placing
+    half a GPU on a GPU the model thought a victim's 0-GPU pod freed)."""
+    groups: dict[bytes, list] = {}
+    for t in pods:
+        groups.setdefault(table.vector(t).tobytes(), []).append(t)
+    return list(groups.values())
 
 
 def _pod_centi(u: Unit) -> int:
