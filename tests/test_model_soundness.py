@@ -20,7 +20,9 @@ Found by it (each a test below), where the model admitted what KAI refuses:
 - a gang with a pod binding to another shard's node was a victim here, and evicting its pods
   here left that pod below the gang's minimum (kai_cp/jobs.py: such a job is no victim);
 - one eviction variable counted a PodSet's pods on a node with the first pod's request, where the
-  pods ask for different resources (kai_cp/model/evictions.py `_same_request`).
+  pods ask for different resources (kai_cp/model/evictions.py `_same_request`);
+- gate 2 counted each eviction of a gang at the gang's largest chunk (its core), so one pod above
+  its minimum opened the core's step (kai_cp/model/evictions.py: each term has its own chunk).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ PAST_GATE2 = "cpsat_reclaim_past_gate2_by_kais_last_chunk.json"
 NEAREST = "cpsat_reclaim_names_the_nearest_queue_on_a_gangs_nodes.json"
 ELSEWHERE = "gang_binding_to_another_shards_node.json"
 MIXED_PODSET = "cpsat_victim_pods_of_one_podset_ask_differently.json"
+SURPLUS_CHUNK = "cpsat_surplus_pod_opens_no_core_step.json"
 
 
 def _model(doc: dict[str, Any], now: float):
@@ -111,6 +114,7 @@ _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Hea
 @settings(max_examples=200, **_SETTINGS)
 @given(doc=contended_clusters(max_nodes=6, max_running=14, max_pending=5), seed=st.integers(0, 10 ** 6))
 @example(doc=json.loads((FIXTURES / PAST_GATE2).read_text()), seed=2511)
+@example(doc=json.loads((FIXTURES / SURPLUS_CHUNK).read_text()), seed=0)
 @example(doc=json.loads((FIXTURES / NEAREST).read_text()), seed=2)
 def test_any_solution_decodes_valid_on_contended_clusters(doc: dict[str, Any], seed: int) -> None:
     _check_random(doc, seed)
@@ -226,3 +230,27 @@ def test_each_eviction_variable_counts_pods_of_one_request() -> None:
         assert len({state.table.vector(t).tobytes() for t in ts}) == 1, [t.key for t in ts]
     job9 = [t for t in state.jobs["job9"].tasks if t.node == "node-01"]
     assert len({t.request.gpus for t in job9}) > 1
+
+
+def test_a_surplus_pod_is_a_chunk_of_its_own_in_gate_2() -> None:
+    """dept1 (q10) holds 9 GPUs on an 8-GPU quota: gate 2 lets it lose victims while it is above,
+    so all but the last take under 1 GPU. run0's core (3 pods of its PodSets' minimums) is a
+    3-GPU chunk, its fourth pod a 1-GPU chunk of its own. Counting that pod at the core's chunk,
+    the model took three 1-GPU pods of dept1 for dept0 (random objectives found it). Pushed to
+    take all it can of q10, it may take one GPU: no whole run0 (4 GPUs) fits under 1 + 3."""
+    doc = json.loads((FIXTURES / SURPLUS_CHUNK).read_text())
+    now = time.time()
+    state, greedy, ctx = _model(doc, now)
+    dept1 = state.queues["dept1"]
+    assert (dept1.allocated["gpu"], dept1.deserved["gpu"]) == (9, 8)
+    assert state.jobs["run0"].podsets["ps"].min_available == 2
+    units = ctx.extensions["eviction-units"]
+    q10 = [(v, int(100 * ts[0].request.gpus) * (len(ts) if how == "all" else 1))
+           for u, plan in units for ts, v, how in plan if u.queue == "q10"]
+    assert any(u.tasks[0].job == "run0" for u, _ in units)
+    decoded = _errors_of(doc, ctx, cp_model.LinearExpr.weighted_sum([v for v, _ in q10], [c for _, c in q10]), now)
+    assert decoded is not None
+    errors, session = decoded
+    assert errors == []
+    lost = sum(e.task.request.gpus for e in session.evictions.values() if state.jobs[e.task.job].queue == "q10")
+    assert lost == 1

@@ -131,7 +131,12 @@ class Evictions:
         r_of: dict[str, cp_model.IntVar] = {}
         costs_v, costs_c = [], []
         pod_terms: list[tuple[cp_model.IntVar, int]] = []     # (variable, pods it evicts per unit)
-        gpu_terms: dict[str, list[tuple[cp_model.IntVar, int]]] = {}   # victim queue -> reclaimable GPU terms
+        # victim queue -> reclaimable GPU terms: (variable, GPUs x 100 per unit of it, unit, the
+        # largest gate-2 chunk it evicts, GPUs x 100)
+        gpu_terms: dict[str, list[tuple[cp_model.IntVar, int, Unit, int]]] = {}
+        # whole job unit with pods above a minimum -> its "goes whole" Boolean: its evictions are
+        # counted per pod (surplus variables), and only the whole job's is its core's chunk
+        core_of: dict[int, cp_model.IntVar] = {}
         greedy_ev = ctx.greedy.session.evictions
         greedy_reclaimed = {k for k, e in greedy_ev.items() if e.action == "reclaim" and e.for_job in state.jobs}
         units = pool.justified(ctx.pair_node, pair_job)
@@ -200,7 +205,7 @@ class Evictions:
                 costs_v.append(k)
                 costs_c.append(u.cost)
                 if u.reclaim:
-                    gpu_terms.setdefault(u.queue, []).append((k, _pod_centi(u), u))
+                    gpu_terms.setdefault(u.queue, []).append((k, _pod_centi(u), u, u.chunk))
                 continue
             evicted_all = all(t.key in greedy_ev for t in u.tasks)
             y = m.new_bool_var("") if u.whole else None
@@ -214,9 +219,11 @@ class Evictions:
             parts = []
             total_pods = []
             plan = []
+            gpu_parts = []          # (variable, GPUs x 100 per unit of it, its largest chunk)
             for n, by_ps in u.node_tasks.items():
                 for ps, ts in ((ps, ts) for ps, pods in by_ps.items() for ts in _same_request(table, pods)):
                     vec = table.vector(ts[0])
+                    pod_c = _task_centi(ts[0])
                     if u.surplus.get(ps):
                         w = m.new_int_var(0, len(ts), "")
                         ctx.hint(w, sum(1 for t in ts if t.key in greedy_ev))
@@ -227,17 +234,22 @@ class Evictions:
                         by_queue.setdefault(u.queue, []).append((w, vec))
                         total_pods.append((w, 1))
                         plan.append((ts, w, "last"))
+                        # a pod above the PodSet's minimum is a chunk of its own (3.7.2)
+                        gpu_parts.append((w, pod_c, pod_c))
                     elif y is not None:
                         freed.setdefault(n, []).append((y, vec * len(ts)))
                         by_queue.setdefault(u.queue, []).append((y, vec * len(ts)))
                         total_pods.append((y, len(ts)))
                         plan.append((ts, y, "all"))
+                        gpu_parts.append((y, pod_c * len(ts), u.chunk))
             for ps, extra in u.surplus.items():
                 ws = [w for p, w in parts if p == ps]
                 minimum = state.jobs[u.tasks[0].job].podsets[ps].min_available
                 m.add(sum(ws) <= extra + (minimum * y if y is not None else 0))
             if not total_pods:
                 continue
+            if y is not None and parts:
+                core_of[id(u)] = y
             # Each variable once, in order of first use: a set of IntVars (hashed by address)
             # ordered these rows differently from run to run, and the model proto with them.
             for v in dict.fromkeys(v for v, _ in total_pods):
@@ -251,9 +263,12 @@ class Evictions:
                 costs_v.append(v)
                 costs_c.append(u.cost * c)
             if u.reclaim:
-                per_pod = _pod_centi(u)
-                for v, c in total_pods:
-                    gpu_terms.setdefault(u.queue, []).append((v, per_pod * c, u))
+                # Each term counts its own pods' GPUs, and its own chunk: a surplus pod's eviction
+                # is no step to the core's chunk (counting every term at the unit's largest chunk
+                # let one 1-GPU surplus pod open a 2-GPU step of gate 2, and a department 1 GPU
+                # over its quota lose 3 GPUs: random objectives over generated clusters).
+                for v, c, chunk in gpu_parts:
+                    gpu_terms.setdefault(u.queue, []).append((v, c, u, chunk))
         if not unit_vars:
             return
         # Gate 2 at each victim-side level the reclaimers do not share (3.7.2).
@@ -276,16 +291,16 @@ class Evictions:
                 # here). One that queues inside and outside may reclaim counts here unless a queue
                 # inside places a pod on a node the evicted pods free (decode then names that
                 # queue's job).
-                terms = []            # (counted variable, GPUs x 100 per unit, unit, unit variable)
+                terms = []            # (counted variable, GPUs x 100 per unit, unit, unit variable, chunk)
                 for q in sorted(sub):         # (a frozenset: its order follows the hash seed)
-                    for v, c, u in gpu_terms.get(q, []):
+                    for v, c, u, chunk in gpu_terms.get(q, []):
                         inside = u.reclaimers & sub
                         if inside == u.reclaimers:
                             continue
                         frees = sorted(var_nodes.get(v.index, u.nodes))
                         ys = [z[(r, n)] for r in sorted(inside) for n in frees if (r, n) in z]
                         if not ys:
-                            terms.append((v, c, u, v))
+                            terms.append((v, c, u, v, chunk))
                             continue
                         y = m.new_bool_var("")
                         m.add(y <= cp_model.LinearExpr.sum(ys))
@@ -293,7 +308,7 @@ class Evictions:
                         m.add(w >= v - _ub(v) * y)
                         m.add(w <= v)
                         ctx.derive_hint(lambda y=y, w=w, v=v, ys=ys: _hint_inside(ctx, y, w, v, ys))
-                        terms.append((w, c, u, v))
+                        terms.append((w, c, u, v, chunk))
                 if not terms:
                     continue
                 before = _before_last(level, alloc[level.name]["gpu"])
@@ -310,21 +325,24 @@ class Evictions:
                 # Only reclaims for a queue outside the level passed its gate 2 (one inside is
                 # gated below it, and counts here as little as a preempt does).
                 across = {k for k in greedy_reclaimed if jobs[greedy_ev[k].for_job].queue not in sub}
-                kai_units = [u for u in {id(u): u for _, _, u, _ in terms}.values()
+                kai_units = [u for u in {id(u): u for _, _, u, _, _ in terms}.values()
                              if any(t.key in across for t in u.tasks)]
-                kai_took = sum(_pod_centi(u) * sum(1 for t in u.tasks if t.key in across) for u in kai_units)
+                kai_took = sum(_task_centi(t) for u in kai_units for t in u.tasks if t.key in across)
                 if kai_took:
-                    kai_before = kai_took - max(u.chunk for u in kai_units)
+                    kai_before = kai_took - max(_largest_chunk(u, [t for t in u.tasks if t.key in across])
+                                                for u in kai_units)
                     before = kai_before if before is None else max(before, kai_before)
                     share = None if share is None else max(share, kai_before)
-                chunks = sorted({u.chunk for _, _, u, _ in terms})
-                worst = sum(c * (_ub(v)) for v, c, _, _ in terms)
+                # a whole job's evictions end with its core, the chunk of its terms' unit
+                cores = {id(u): u for _, _, u, _, _ in terms if id(u) in core_of}
+                chunks = sorted({chunk for _, _, _, _, chunk in terms} | {u.chunk for u in cores.values()})
+                worst = sum(c * (_ub(v)) for v, c, _, _, _ in terms)
                 # Past what these victims can take at all the gate bounds nothing: the same rows,
                 # with coefficients CP-SAT holds (a -1e20 GPU quota put one past int64).
                 before = None if before is None else min(before, worst)
                 share = None if share is None else min(share, worst)
                 beside = [_beside(state, r, level)
-                          for r in sorted({r for _, _, u, _ in terms for r in u.reclaimers if r not in sub})]
+                          for r in sorted({r for _, _, u, _, _ in terms for r in u.reclaimers if r not in sub})]
                 floor = _quota_floor(level, alloc[level.name]["gpu"]) if any(
                     b is not None and quota_floor_applies(state, b, level) for b in beside) else None
                 # the quota route below is conditional: what the share route allows decides the skip
@@ -336,10 +354,10 @@ class Evictions:
                 gate2_holds = worst <= (widest + chunks[-1] if widest is not None else 0)
                 if not floored and gate2_holds:
                     continue
-                total = cp_model.LinearExpr.weighted_sum([v for v, _, _, _ in terms], [c for _, c, _, _ in terms])
+                total = cp_model.LinearExpr.weighted_sum([v for v, *_ in terms], [c for _, c, *_ in terms])
                 # improve_hint charges the unit variables (a mixed unit as if counted: the safe side)
                 charged: dict[int, int] = {}
-                for _, c, _, uv in terms:          # a gang's Boolean is counted once per node and PodSet
+                for _, c, _, uv, _ in terms:          # a gang's Boolean is counted once per node and PodSet
                     charged[uv.index] = charged.get(uv.index, 0) + c
                 if floored:         # not below its quota (actions/reclaim_rules.py quota_floor_applies)
                     m.add(total <= floor)
@@ -353,10 +371,19 @@ class Evictions:
                 # Test before subtract, with the largest victim last: the others take strictly less
                 # than the level holds above its share, the largest one chunk more. `steps[k]`: a
                 # victim of chunk >= chunks[k] goes.
+                whole = []          # (the job goes whole and is counted here, its core's chunk)
+                for k, u in cores.items():
+                    counted = [v for v, _, tu, _, _ in terms if id(tu) == k]
+                    gone = m.new_bool_var("")
+                    m.add(gone <= core_of[k])
+                    m.add(gone <= cp_model.LinearExpr.sum(counted))
+                    ctx.derive_hint(lambda g=gone, y=core_of[k], counted=counted: ctx.hint(
+                        g, int(bool(ctx.hinted(y)) and any(ctx.hinted(v) for v in counted))))
+                    whole.append((gone, u.chunk))
                 steps, prev = [], 0
                 for c in chunks:
                     b = m.new_bool_var("")
-                    mine = [v for v, _, u, _ in terms if u.chunk >= c]
+                    mine = [v for v, _, _, _, chunk in terms if chunk >= c] + [g for g, chunk in whole if chunk >= c]
                     m.add(b <= cp_model.LinearExpr.sum(mine))
                     ctx.derive_hint(lambda b=b, mine=mine: ctx.hint(b, 1 if any(ctx.hinted(v) for v in mine) else 0))
                     steps.append((b, c - prev))
@@ -372,7 +399,7 @@ class Evictions:
                         m.add(total <= 0).only_enforce_if(quota_route.Not())
                     # the route is taken when the share route (its last victim's chunk included) is short
                     ctx.derive_hint(lambda r=quota_route, terms=terms, steps=steps, share=share: ctx.hint(
-                        r, int(_hinted(ctx, [(v, c) for v, c, _, _ in terms]) > (
+                        r, int(_hinted(ctx, [(v, c) for v, c, *_ in terms]) > (
                             0 if share is None else share + _hinted(ctx, steps)))))
                     before = share or 0
                 # improve_hint adds victims within `before` only, so the steps hold
@@ -404,12 +431,12 @@ class Evictions:
         for qname, terms in gpu_terms.items():
             q = state.queues[qname]
             above = int((alloc[qname]["gpu"] - q.fair_share["gpu"]) * 100)
-            worst = sum(c * _ub(v) for v, c, _ in terms)
+            worst = sum(c * _ub(v) for v, c, *_ in terms)
             if worst <= max(above, 0):
                 continue
             below = m.new_int_var(0, worst - min(above, 0), "")    # a queue below its share: all it loses, and more
-            m.add(below >= cp_model.LinearExpr.weighted_sum([v for v, _, _ in terms], [c for _, c, _ in terms]) - above)
-            pairs = [(v, c) for v, c, _ in terms]
+            m.add(below >= cp_model.LinearExpr.weighted_sum([v for v, *_ in terms], [c for _, c, *_ in terms]) - above)
+            pairs = [(v, c) for v, c, *_ in terms]
             ctx.derive_hint(lambda below=below, pairs=pairs, above=above:
                             ctx.hint(below, max(0, _hinted(ctx, pairs) - above)))
             greedy_below += max(0, _hinted(ctx, pairs) - above)
@@ -439,7 +466,7 @@ class Evictions:
         the next cycle took it back: a reclaim loop. Called where the quota route is the wider;
         the indicator returned is 1 when the level loses more than its share route allows.
         `kai_reclaims`: (reclaiming queue, victim queue) of KAI's actions' reclaims this cycle."""
-        reclaimers = sorted({r for _, _, u, _ in terms for r in u.reclaimers if r not in sub and r in r_of})
+        reclaimers = sorted({r for _, _, u, *_ in terms for r in u.reclaimers if r not in sub and r in r_of})
         levels = {r: _beside(state, r, level) for r in reclaimers}
         if not reclaimers or any(q is None for q in levels.values()):
             # A reclaimer from another branch is gated at a higher level, not this one; the victims
@@ -492,7 +519,7 @@ class Evictions:
             if name not in after:
                 sub = sorted(self._subtree(state, name))
                 terms = [(ctx.x[i], int(centi[i])) for q in sub for i in by_queue_pairs.get(q, ())]
-                terms += [(v, -c) for q in sub for v, c, _ in gpu_terms.get(q, ())]
+                terms += [(v, -c) for q in sub for v, c, *_ in gpu_terms.get(q, ())]
                 have = int(alloc[name]["gpu"] * 100)
                 after[name] = (have, terms, np.array([v.index for v, _ in terms], dtype=np.int64),
                                np.array([c for _, c in terms], dtype=np.int64))
@@ -515,7 +542,7 @@ class Evictions:
                     if s.parent != level.parent or s.name == level.name or not s.fair_share["gpu"] > 0:
                         continue
                     sub = self._subtree(state, s.name)
-                    for_r = [v for q in sorted(sub) for v, _, u in gpu_terms.get(q, ()) if r in u.reclaimers]
+                    for_r = [v for q in sorted(sub) for v, _, u, _ in gpu_terms.get(q, ()) if r in u.reclaimers]
                     if for_r:
                         siblings.append((s, for_r))
                 if not siblings:
@@ -660,6 +687,19 @@ def _same_request(table, pods: list) -> list[list]:
     for t in pods:
         groups.setdefault(table.vector(t).tobytes(), []).append(t)
     return list(groups.values())
+
+
+def _task_centi(t) -> int:
+    """GPUs x 100 a pod frees (rounded up: gate 2 counts a victim never below what it takes)."""
+    return math.ceil(100 * t.request.gpus)
+
+
+def _largest_chunk(u: Unit, tasks: list) -> int:
+    """Gate 2's largest chunk among `tasks`, pods of `u` evicted together (3.7.2): a job's core
+    when the whole job goes, else its largest pod (each pod above a minimum is a chunk)."""
+    if u.kind == "job" and u.whole and len(tasks) == len(u.tasks):
+        return u.chunk
+    return max(_task_centi(t) for t in tasks)
 
 
 def _pod_centi(u: Unit) -> int:
