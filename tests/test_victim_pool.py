@@ -127,3 +127,19 @@ def test_priorities_are_read_at_once_and_held_at_the_arrays_bound():
         got = priorities(iter(values), len(values))
         assert got.dtype == np.int64 and got.tolist() == [bounded(v) for v in values]
         assert all(-PRIORITY_BOUND <= v <= PRIORITY_BOUND for v in got.tolist())
+
+
+def test_a_job_protected_from_preempt_only_is_a_whole_unit_for_reclaim() -> None:
+    """q00's run0 (2 of 2 pods running) is protected from preemption (q00's preemptMinRuntime),
+    not from reclaim, and KAI reclaims it whole for q01's pend0. The pool dropped it (not whole
+    for preempt, no pods above its minimum), so the model could not express KAI's reclaim and was
+    infeasible. Now preempt leaves its unit and reclaim may take it whole."""
+    import json
+    from pathlib import Path
+    path = Path(__file__).parent / "fixtures" / "evictions" / "hint_reclaim_of_a_job_protected_from_preempt_only.json"
+    state = build_cluster_state(load_snapshot_dict(json.loads(path.read_text())))
+    greedy = run_greedy(state, 1_750_000_000.0, bounded=True)
+    assert {e.task.job for e in greedy.session.evictions.values() if e.action == "reclaim"} == {"run0"}
+    rules = _Rules(state, greedy, pending_keys(build_classes(state, greedy)))
+    kind, unit, _ = rules.decide(state.jobs["run0"])
+    assert kind == "job" and unit.whole and not unit.preempt and unit.reclaimers == {"q01"}

@@ -285,6 +285,7 @@ class _Rules:
             if e.action == "reclaim" and e.for_job in state.jobs:
                 self.greedy_reclaimed[e.task.job] = self.greedy_reclaimed.get(e.task.job, frozenset()) \
                     | {state.jobs[e.for_job].queue}
+        self.greedy_preempted = {e.task.job for e in greedy.session.evictions.values() if e.action == "preempt"}
         self.ordered: dict[tuple, frozenset] = {}    # (victim queue, reclaimers passed, victim request) -> reclaimers
 
     def decide(self, job: JobInfo) -> tuple | None:
@@ -348,6 +349,11 @@ class _Rules:
             # unit instead made KAI's preemption of it unrepresentable: the model was infeasible.)
             recl = frozenset(recl - protected_recl)
             protected_recl = set()
+        elif protected_pre and recl and not protected_recl and not moved and job.name not in self.greedy_preempted:
+            # The other way round: reclaim may take the job whole, and preempt could take only
+            # its surplus, so preempt leaves this unit. (Dropping the unit made KAI's reclaim of
+            # a job protected from preemption only unrepresentable: the model was infeasible.)
+            pre, protected_pre = False, False
         whole = not protected_pre and not protected_recl and not moved
         surplus = {}
         for ps in job.podsets.values():
