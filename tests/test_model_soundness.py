@@ -22,7 +22,10 @@ Found by it (each a test below), where the model admitted what KAI refuses:
 - one eviction variable counted a PodSet's pods on a node with the first pod's request, where the
   pods ask for different resources (kai_cp/model/evictions.py `_same_request`);
 - gate 2 counted each eviction of a gang at the gang's largest chunk (its core), so one pod above
-  its minimum opened the core's step (kai_cp/model/evictions.py: each term has its own chunk).
+  its minimum opened the core's step (kai_cp/model/evictions.py: each term has its own chunk);
+- a gang running a shared-GPU pod (no victim of the model) was a whole unit, and evicting it
+  "whole" left that pod below the gang's minimum (kai_cp/model/victim_pool.py: such a job only
+  loses pods above a minimum; tests/test_victim_pool.py has the direct test).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ NEAREST = "cpsat_reclaim_names_the_nearest_queue_on_a_gangs_nodes.json"
 ELSEWHERE = "gang_binding_to_another_shards_node.json"
 MIXED_PODSET = "cpsat_victim_pods_of_one_podset_ask_differently.json"
 SURPLUS_CHUNK = "cpsat_surplus_pod_opens_no_core_step.json"
+SHARED_IN_GANG = "cpsat_gang_with_a_shared_gpu_pod_taken_whole.json"
 
 
 def _model(doc: dict[str, Any], now: float):
@@ -132,6 +136,7 @@ def test_any_solution_decodes_valid_with_topology(doc: dict[str, Any], seed: int
 @given(doc=clusters(), seed=st.integers(0, 10 ** 6))
 @example(doc=json.loads((FIXTURES / ELSEWHERE).read_text()), seed=1)
 @example(doc=json.loads((FIXTURES / MIXED_PODSET).read_text()), seed=4875)
+@example(doc=json.loads((FIXTURES / SHARED_IN_GANG).read_text()), seed=43764)
 def test_any_solution_decodes_valid_on_mixed_clusters(doc: dict[str, Any], seed: int) -> None:
     """Shared GPUs, GPU memory, multi-device fractions, topology, affinities, KAI's default actions."""
     _check_random(doc, seed)

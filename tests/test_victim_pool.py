@@ -143,3 +143,29 @@ def test_a_job_protected_from_preempt_only_is_a_whole_unit_for_reclaim() -> None
     rules = _Rules(state, greedy, pending_keys(build_classes(state, greedy)))
     kind, unit, _ = rules.decide(state.jobs["run0"])
     assert kind == "job" and unit.whole and not unit.preempt and unit.reclaimers == {"q01"}
+
+
+def test_a_job_running_a_shared_gpu_pod_is_never_a_whole_unit() -> None:
+    """The model has no victims on shared GPUs, so taking such a job "whole" evicted only its
+    whole-GPU pods and left its shared-GPU pod running below the gang's minimum (random
+    objectives over generated clusters: a workers PodSet left with 1 pod of 2). Such a job may
+    lose only pods above a PodSet's minimum, by its rules one at a time and as arrays alike."""
+    import clustergen as cg
+    c = Cluster(config=cg.placement_config(actions="allocate, preempt"))
+    c.node("n1", gpus=2).queue("q")
+    c.job("victim", "q", pods=1, gpus=0, running_on=["n1"], priority_class="train",
+          annotations={"gpu-fraction": "0.5"}, labels={"runai-gpu-group": "g1"})
+    c.pods.append(cg.pod("victim-1", "victim", gpus=1, queue_name="q", phase="Running", node_name="n1", created=-3000))
+    c.groups[-1]["spec"]["minMember"] = 2
+    c.pods.append(cg.reservation_pod("reservation-n1", "n1", "g1"))
+    c.job("high", "q", gpus=1, priority_class="inference")
+    state, _, arrays, one_by_one = _pools(c.doc())
+    victim = state.jobs["victim"]
+    assert sorted((t.name, t.request.is_shared_gpu) for t in victim.tasks) == [("victim-0", True), ("victim-1", False)]
+    assert "victim" in state.victims
+    for pool in (arrays, one_by_one):
+        assert pool is None or all(u.tasks[0].job != "victim" or not u.whole for u in pool.units)
+    greedy = run_greedy(state, 0.0, bounded=True)
+    rules = _Rules(state, greedy, pending_keys(build_classes(state, greedy)))
+    assert rules.decide(victim) is None          # no pods above its minimum either
+    _assert_same(arrays, one_by_one)

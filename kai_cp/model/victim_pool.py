@@ -298,10 +298,11 @@ class _Rules:
         # A pod greedy's actions moved (evicted and re-placed elsewhere) keeps running where greedy
         # put it: the model has no moves, so it is no victim, and its gang can lose only pods above
         # its minimum, never the rest "whole".
-        running, moved = [], 0
+        running, moved, shared = [], 0, 0
         for ps in job.podsets.values():
             for t in ps.on_nodes(index):
                 if t.request.is_shared_gpu:
+                    shared += 1
                     continue
                 if t.key in placements:
                     moved += 1
@@ -354,7 +355,9 @@ class _Rules:
             # its surplus, so preempt leaves this unit. (Dropping the unit made KAI's reclaim of
             # a job protected from preemption only unrepresentable: the model was infeasible.)
             pre, protected_pre = False, False
-        whole = not protected_pre and not protected_recl and not moved
+        # Shared-GPU pods are no victims of the model (evictions.py): a job running one cannot go
+        # whole (its other pods alone left it below its gang minimum), only lose surplus pods.
+        whole = not protected_pre and not protected_recl and not moved and not shared
         surplus = {}
         for ps in job.podsets.values():
             n = sum(1 for t in running if t.podset == ps.name)
@@ -443,7 +446,9 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     ps_running = np.bincount(vp.pod_podset[running], minlength=len(vp.podset_min))
     ps_surplus = np.where((ps_running > vp.podset_min) & (ps_running > 0), ps_running - vp.podset_min, 0)
     has_surplus = np.bincount(vp.podset_job, weights=ps_surplus > 0, minlength=count) > 0
-    array_jobs = by_arrays & ~vp.single & (~protected | has_surplus)
+    # a job running a shared-GPU pod is never whole (_Rules.decide)
+    whole_ok = ~protected & ~(np.bincount(vp.pod_job[shared], minlength=count) > 0)
+    array_jobs = by_arrays & ~vp.single & (whole_ok | has_surplus)
     array_pods = by_arrays & vp.single
 
     # The jobs decided one by one, in job order.
@@ -506,7 +511,7 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
         unit_recl[n_jobs + g] = recl_of[int(key[heads[g], 5])]
     vecs_of = vp.request_vecs
     in_arrays = array_jobs[vp.pod_job] & running
-    lose = in_arrays & (~protected[vp.pod_job] | (ps_surplus[vp.pod_podset] > 0))
+    lose = in_arrays & (whole_ok[vp.pod_job] | (ps_surplus[vp.pod_podset] > 0))
     row_unit = [job_at[vp.pod_job[lose]], n_jobs + group]
     row_node = [vp.pod_node[lose], key[:, 3]]
     row_vec = [vecs_of[vp.pod_request[lose]], vecs_of[key[:, 2]]]
@@ -553,7 +558,7 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
                 pods = (lo + np.flatnonzero(running[lo:hi])).tolist()
                 extra = ps_surplus[vp.first_podset[j]:vp.first_podset[j + 1]].tolist()
                 u = _job_unit(job, [vp.tasks[p] for p in pods], state.table.index, True, frozenset(),
-                              not protected[j], {ps.name: n for ps, n in zip(job.podsets.values(), extra) if n > 0})[0]
+                              bool(whole_ok[j]), {ps.name: n for ps, n in zip(job.podsets.values(), extra) if n > 0})[0]
             u.index = k
         else:
             g = k - n_jobs
