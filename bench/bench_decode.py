@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """What the cp-sat cycle does after its solver, beside the time it keeps back for it.
 
-Why: the cycle stops its solver early enough to decode the answer, run KAI's last action and
-check the result against KAI's before its time limit (`kai_cp/cycle.py` `decode_reserve`). Kept
+Why: the cycle stops its solver early enough to decode the answer, check it (kai_cp/validate.py),
+run KAI's last action and check the result against KAI's before its time limit (`kai_cp/cycle.py` `decode_reserve`). Kept
 too large, the solver loses time it could search with (a 1,000-node shared-GPU cycle fell back
 with 0.14 s of a 0.19 s reserve unused); too small, cycles run past their limit. This measures
 both on real cycles, so the reserve's constants can be set again on a new machine. A
@@ -11,8 +11,8 @@ measurement tool, not a test.
     python bench/bench_decode.py SNAPSHOT [SNAPSHOT ...] [--time-limit 3.0]
 
 Per snapshot: the cycle's status, its time after the solver (`tail`: decoding, KAI's eviction
-actions where the model decides the allocation alone, the check against KAI's actions, KAI's last
-action, the result), each of those four, the reserve the cycle kept,
+actions where the model decides the allocation alone, the check against KAI's actions, the rules'
+check of the answer, KAI's last action, the result), each of those five, the reserve the cycle kept,
 and what the reserve counts (greedy's placements, the pods of the victims the model can evict)
 beside what the answer holds (placements, evictions). A limit above the default lets the
 solver end at its deterministic limit, so the answer is the one the cycle's settings give.
@@ -36,7 +36,7 @@ def measure(path: str, time_limit: float) -> dict:
     import kai_cp.model.decode as decode_module
     seen: dict = {}
     originals = {"decode_reserve": cycle.decode_reserve, "short_of_kai": cycle.short_of_kai,
-                 "run_after_actions": cycle.run_after_actions}
+                 "violations": cycle.violations, "run_after_actions": cycle.run_after_actions}
     real_decode = decode_module.decode
 
     def reserve(ctx):
@@ -47,6 +47,7 @@ def measure(path: str, time_limit: float) -> dict:
 
     cycle.decode_reserve = reserve
     cycle.short_of_kai = timed(seen, "short", originals["short_of_kai"])
+    cycle.violations = timed(seen, "check", originals["violations"])
     cycle.run_after_actions = timed(seen, "after", originals["run_after_actions"])
     decode_module.decode = timed(seen, "decode", real_decode)
     try:
@@ -60,7 +61,8 @@ def measure(path: str, time_limit: float) -> dict:
     solved = sum(stats.get(k, 0.0) for k in ("greedySeconds", "buildSeconds", "solveSeconds"))
     return {"status": result.status, "tail": result.wall_seconds - solved, "decode": seen.get("decode", 0.0),
             "evict": stats.get("evictSeconds", 0.0),
-            "short": seen.get("short", 0.0), "after": seen.get("after", 0.0), "reserve": seen.get("reserve"),
+            "short": seen.get("short", 0.0), "check": seen.get("check", 0.0), "after": seen.get("after", 0.0),
+            "reserve": seen.get("reserve"),
             "placements": seen.get("placements"), "victims": seen.get("victims"),
             "out_placements": len(result.session.placements), "out_evictions": len(result.session.evictions)}
 
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("snapshots", nargs="+")
     ap.add_argument("--time-limit", type=float, default=3.0)
     args = ap.parse_args(argv)
-    print(f"{'snapshot':40s} {'status':9s} {'tail':>6s} {'decode':>6s} {'evict':>6s} {'short':>6s} {'after':>6s} {'reserve':>7s} "
+    print(f"{'snapshot':40s} {'status':9s} {'tail':>6s} {'decode':>6s} {'evict':>6s} {'short':>6s} {'check':>6s} {'after':>6s} {'reserve':>7s} "
           f"{'greedy placements':>17s} {'victims':>7s} {'placements':>10s} {'evictions':>9s}")
     worst = 0.0
     for path in args.snapshots:
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:40s} {m['status']:9s} (no model solved)")
             continue
         worst = max(worst, m["tail"] / m["reserve"])
-        print(f"{name:40s} {m['status']:9s} {m['tail']:6.3f} {m['decode']:6.3f} {m['evict']:6.3f} {m['short']:6.3f} {m['after']:6.3f} "
+        print(f"{name:40s} {m['status']:9s} {m['tail']:6.3f} {m['decode']:6.3f} {m['evict']:6.3f} {m['short']:6.3f} {m['check']:6.3f} {m['after']:6.3f} "
               f"{m['reserve']:7.3f} {m['placements']:17d} {m['victims']:7d} {m['out_placements']:10d} "
               f"{m['out_evictions']:9d}", flush=True)
     print(f"largest share of the reserve used: {worst:.2f}")

@@ -7,12 +7,11 @@ it to catch a model or greedy bug rather than repeat it.
 
 from __future__ import annotations
 
-from fractions import Fraction
 
 import numpy as np
 
 from kai_cp.gpu_sharing import task_memory
-from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo
+from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, queue_gpu_of_accepted
 from kai_cp.queues import RESOURCES
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -77,36 +76,38 @@ def violations(state: ClusterState, session: Session) -> list[str]:
         job = state.jobs[name]
         if job.scope is not None:
             out += _topology_violations(state, session, job)
-    # Queue limits and non-preemptible quota, at every level.
-    added: dict[str, dict[str, Fraction]] = {}
-    added_np: dict[str, dict[str, Fraction]] = {}
-    for p in session.placements.values():
-        job = state.jobs[p.task.job]
-        vec = session.queue_vector(p.task, p.node)
-        for q in state.queue_path(job.queue):
-            for r in RESOURCES:
-                added.setdefault(q.name, dict.fromkeys(RESOURCES, Fraction(0)))[r] += vec[r]
-                if not job.preemptible:
-                    added_np.setdefault(q.name, dict.fromkeys(RESOURCES, Fraction(0)))[r] += vec[r]
-    for e in session.evictions.values():
-        job = state.jobs[e.task.job]
-        vec = session.queue_vector(e.task, e.node)
-        for q in state.queue_path(job.queue):
-            for r in RESOURCES:
-                added.setdefault(q.name, dict.fromkeys(RESOURCES, Fraction(0)))[r] -= vec[r]
-                if not job.preemptible:
-                    added_np.setdefault(q.name, dict.fromkeys(RESOURCES, Fraction(0)))[r] -= vec[r]
+    # Queue limits and non-preemptible quota, at every level: each job's change summed at its
+    # leaf queue (whole numbers as ints, the rare fractional GPU as a Fraction), then carried up.
+    assert RESOURCES == ("cpu", "memory", "gpu")
+    leaf: dict[tuple[str, bool], list] = {}
+    nodes = state.nodes
+    for sign, tasks in ((1, session.placements.values()), (-1, session.evictions.values())):
+        for p in tasks:
+            job = state.jobs[p.task.job]
+            gpu = queue_gpu_of_accepted(p.task, nodes[p.node].gpu_memory if p.node is not None else None)
+            acc = leaf.setdefault((job.queue, job.preemptible), [0, 0, 0])
+            acc[0] += sign * p.task.request.cpu
+            acc[1] += sign * p.task.request.memory
+            acc[2] += sign * (gpu if isinstance(gpu, int) or gpu.denominator != 1 else gpu.numerator)
+    added: dict[str, list] = {}
+    added_np: dict[str, list] = {}
+    for (qname, preemptible), acc in leaf.items():
+        for q in state.queue_path(qname):
+            for into in ((added,) if preemptible else (added, added_np)):
+                total = into.setdefault(q.name, [0, 0, 0])
+                for i in range(len(RESOURCES)):
+                    total[i] += acc[i]
     out += eviction_violations(state, session)
     for qname, add in added.items():
         q = state.queues[qname]
-        for r in RESOURCES:
-            if add[r] > 0 and q.limit[r] != -1 and q.allocated[r] + add[r] > max(q.limit[r], q.allocated[r]):
-                out.append(f"queue {qname}: {r} {q.allocated[r] + add[r]} over limit {q.limit[r]}")
+        for i, r in enumerate(RESOURCES):
+            if add[i] > 0 and q.limit[r] != -1 and q.allocated[r] + add[i] > max(q.limit[r], q.allocated[r]):
+                out.append(f"queue {qname}: {r} {q.allocated[r] + add[i]} over limit {q.limit[r]}")
     for qname, add in added_np.items():
         q = state.queues[qname]
-        for r in RESOURCES:
-            if add[r] > 0 and q.deserved[r] != -1 and q.allocated_np[r] + add[r] > max(q.deserved[r], q.allocated_np[r]):
-                out.append(f"queue {qname}: non-preemptible {r} {q.allocated_np[r] + add[r]} over quota {q.deserved[r]}")
+        for i, r in enumerate(RESOURCES):
+            if add[i] > 0 and q.deserved[r] != -1 and q.allocated_np[r] + add[i] > max(q.deserved[r], q.allocated_np[r]):
+                out.append(f"queue {qname}: non-preemptible {r} {q.allocated_np[r] + add[i]} over quota {q.deserved[r]}")
     return out
 
 
@@ -154,18 +155,22 @@ def shared_gpu_violations(state: ClusterState, session: Session) -> list[str]:
     group_node: dict[str, int] = {}
     whole = np.zeros(len(state.nodes), dtype=np.int64)
     placed = list(session.placements.values())
-    # devices already in use at cycle start (from the node ledger built from the pods)
+    # devices already in use at cycle start (from the node ledger built from the pods); their
+    # memory matters only where shared pods are placed
+    touched = {p.node for p in placed if p.task.request.is_shared_gpu}
     for n in state.nodes:
         for g, d in n.gpu_groups.items():
             if d.used > 0:
+                if g in group_node and group_node[g] != n.index:
+                    out.append(f"GPU group {g} is on two nodes")
+                group_node[g] = n.index
+                if n.index not in touched:
+                    continue
                 mem[(n.index, g)] = d.allocated - d.releasing   # what stays; pipelined pods may use the rest
                 for key in d.tasks:
                     e = session.evictions.get(key)
                     if e is not None:
                         mem[(n.index, g)] -= e.shared_mem
-                if g in group_node and group_node[g] != n.index:
-                    out.append(f"GPU group {g} is on two nodes")
-                group_node[g] = n.index
     for p in placed:
         r = p.task.request
         if r.is_shared_gpu:

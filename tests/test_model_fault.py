@@ -104,3 +104,33 @@ def test_in_cluster_metrics_count_model_faults(monkeypatch) -> None:
     monkeypatch.setattr(STAGES["solve"], _fail("solve"))
     text = observe(cycle(fragmented_cluster(), "cp-sat"))
     assert "kai_cp_model_faults_total 1.0" in text and 'kai_cp_solver_status{status="FALLBACK"} 1.0' in text
+
+
+def test_decisions_that_break_a_rule_fall_back_to_kais(monkeypatch, caplog) -> None:
+    """The model's decisions are checked before they are returned (kai_cp/validate.py): decoded
+    decisions that overfill a node (a model bug, forged here by moving every placed pod to the
+    first node) are never returned; the cycle returns KAI's and names the broken rule. Strict
+    mode raises it."""
+    import kai_cp.model.decode as decode_mod
+    from kai_cp.cycle import InvalidDecisions
+    real = decode_mod.decode
+
+    def overfilling(ctx, counts):
+        session = real(ctx, counts)
+        for p in list(session.placements.values()):
+            if p.node != 0:
+                session.unplace(p.task)
+                session.place(p.task, 0, False)
+        return session
+    doc = fragmented_cluster()
+    kai = cycle(doc, "greedy").to_json()
+    monkeypatch.setattr(STAGES["decode"], overfilling)
+    with pytest.raises(InvalidDecisions, match="the model's decisions break a rule: node n-a: gpu placed"):
+        cycle(doc, "cp-sat")
+    monkeypatch.delenv(STRICT_ENV)
+    with caplog.at_level(logging.WARNING, logger="kai_cp.cycle"):
+        res = cycle(doc, "cp-sat").to_json()
+    c = res["cycle"]
+    assert (c["engine"], c["status"]) == ("greedy", "FALLBACK")
+    assert c["modelFault"].startswith("InvalidDecisions: the model's decisions break a rule: node n-a: gpu placed")
+    assert _decisions(res) == _decisions(kai)

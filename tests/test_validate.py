@@ -1,0 +1,71 @@
+"""kai_cp/validate.py, the independent check the cycle runs on the model's decisions: each rule
+caught on decisions that break it, and decisions that keep them all pass.
+
+Why: the cycle falls back to KAI's decisions when the model's break a rule (kai_cp/cycle.py), so a
+rule the validator misses is a bad bind in-cluster, and one it invents costs the model's answer.
+The decisions are built by hand on a Session (no engine), so each case breaks exactly one rule.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import clustergen as cg
+from kai_cp.loader import load_snapshot_dict
+from kai_cp.session import Session
+from kai_cp.state import build_cluster_state
+from kai_cp.validate import violations
+
+
+def _state():
+    nodes = [cg.node("n1", gpus=2), cg.node("n2", gpus=2, labels={"pool": "b"})]
+    queues = [cg.queue("dept"), cg.queue("q", "dept", gpu=cg.resource(1, 3, 1)),
+              cg.queue("r", "dept", gpu=cg.resource(-1, -1, 1))]
+    pods = [cg.pod(f"g-{i}", "g", gpus=1, queue_name="q") for i in range(2)]
+    pods += [cg.pod(f"f-{i}", f"f{i}", queue_name="q", annotations={"gpu-fraction": "0.75"}) for i in range(2)]
+    pods += [cg.pod("np-0", "np", gpus=2, queue_name="q")]
+    pods += [cg.pod("sel-0", "sel", gpus=1, queue_name="r", node_selector={"pool": "b"})]
+    pods += [cg.pod(f"h-{i}", "h", gpus=0, queue_name="r", annotations={"gpu-fraction": "0.5"}) for i in range(3)]
+    groups = [cg.pod_group("g", "q", min_member=2), cg.pod_group("f0", "q"), cg.pod_group("f1", "q"),
+              cg.pod_group("np", "q", priority_class="build"), cg.pod_group("sel", "r"),
+              cg.pod_group("h", "r", min_member=1)]
+    return build_cluster_state(load_snapshot_dict(cg.snapshot(nodes, queues, pods, groups)))
+
+
+def _decide(placements: list[tuple[str, str, tuple[str, ...]]]) -> list[str]:
+    state = _state()
+    s = Session.open(state)
+    tasks = {t.key: t for j in state.jobs.values() for t in j.tasks}
+    opened: set[str] = set()
+    for key, node, groups in placements:
+        new = [g for g in groups if g.startswith("new") and g not in opened]
+        opened.update(new)
+        s.place(tasks[f"default/{key}"], state.table.index[node], False, gpu_groups=groups, new_groups=len(new))
+    return violations(state, s)
+
+
+def test_decisions_that_keep_every_rule_pass() -> None:
+    assert _decide([("g-0", "n1", ()), ("g-1", "n1", ()), ("sel-0", "n2", ()),
+                    ("h-0", "n2", ("new-a",)), ("h-1", "n2", ("new-a",))]) == []
+
+
+def test_each_rule_is_caught() -> None:
+    def caught(placements, text: str) -> None:
+        found = _decide(placements)
+        assert any(text in v for v in found), (text, found)
+
+    caught([("g-0", "n1", ()), ("g-1", "n1", ()), ("sel-0", "n1", ())], "fails its predicates")
+    caught([("g-0", "n2", ()), ("g-1", "n2", ()), ("sel-0", "n2", ())], "placed 3 > free 2")
+    caught([("g-0", "n1", ())], "1 pods < minMember 2")
+    caught([("f-0", "n1", ("new-a",)), ("f-1", "n1", ("new-a",))], "MiB")             # 1.5 GPUs on one device
+    caught([("f-0", "n1", ("new-a",)), ("f-1", "n2", ("new-a",))], "on two nodes")
+    caught([("g-0", "n1", ()), ("g-1", "n1", ()), ("f-0", "n1", ("new-a",))], "new shared GPUs")
+    caught([("np-0", "n1", ())], "non-preemptible gpu 2 over quota 1")
+
+
+def test_queue_limits_count_fractions_exactly_at_every_level() -> None:
+    """q's limit is 3 GPUs: two whole GPUs and two 0.75 fractions are 3.5; one fraction less is
+    2.75, within it. The per-queue sums carry fractions exactly (no float rounding)."""
+    over = _decide([("g-0", "n1", ()), ("g-1", "n1", ()), ("f-0", "n2", ("new-a",)), ("f-1", "n2", ("new-b",))])
+    assert [v for v in over if "over limit" in v] == [f"queue q: gpu {Fraction(7, 2)} over limit 3"]
+    assert _decide([("g-0", "n1", ()), ("g-1", "n1", ()), ("f-0", "n2", ("new-a",))]) == []
