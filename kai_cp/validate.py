@@ -58,7 +58,10 @@ def violations(state: ClusterState, session: Session) -> list[str]:
     free = table.free.copy()
     for e in session.evictions.values():
         free[e.node] += e.vec
-    over = load > free
+    # only what the decisions ask for: a node already past its capacity (a corrupt allocatable, a
+    # pod the kubelet admitted over it) takes pods that do not ask for that resource, as the
+    # engines' fit does (kai_cp/fit.py rows_fit)
+    over = (load > free) & (load > 0)
     for n, r in zip(*np.nonzero(over)):
         out.append(f"node {state.nodes[n].name}: {table.resources[r]} placed {load[n, r]} > free {free[n, r]}")
     out += shared_gpu_violations(state, session)

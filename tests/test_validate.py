@@ -69,3 +69,23 @@ def test_queue_limits_count_fractions_exactly_at_every_level() -> None:
     over = _decide([("g-0", "n1", ()), ("g-1", "n1", ()), ("f-0", "n2", ("new-a",)), ("f-1", "n2", ("new-b",))])
     assert [v for v in over if "over limit" in v] == [f"queue q: gpu {Fraction(7, 2)} over limit 3"]
     assert _decide([("g-0", "n1", ()), ("g-1", "n1", ()), ("f-0", "n2", ("new-a",))]) == []
+
+
+def test_a_node_already_past_its_capacity_takes_only_pods_that_do_not_ask_for_it() -> None:
+    """n1 runs 3 CPUs on 2 allocatable (a corrupt or shrunk allocatable): a pod asking no CPU may
+    still go there, as the engines' fit allows; one asking for CPU breaks the node's capacity. (The
+    CLI's fuzzing of snapshot values found the check flagging the first: 'cpu placed 0 > free -1000'.)"""
+    nodes = [cg.node("n1", gpus=2, cpu_m=2000)]
+    pods = [cg.pod("busy-0", "busy", cpu_m=3000, queue_name="q", phase="Running", node_name="n1"),
+            cg.pod("nocpu-0", "nocpu", cpu_m=0, mem_b=0, gpus=1, queue_name="q"),
+            cg.pod("cpu-0", "cpu", cpu_m=500, gpus=1, queue_name="q")]
+    groups = [cg.pod_group(g, "q") for g in ("busy", "nocpu", "cpu")]
+    state = build_cluster_state(load_snapshot_dict(cg.snapshot(nodes, [cg.queue("q")], pods, groups)))
+    tasks = {t.key: t for j in state.jobs.values() for t in j.tasks}
+
+    def check(key: str) -> list[str]:
+        s = Session.open(state)
+        s.place(tasks[key], 0, False)
+        return violations(state, s)
+    assert check("default/nocpu-0") == []
+    assert check("default/cpu-0") == ["node n1: cpu placed 500 > free -1000"]
