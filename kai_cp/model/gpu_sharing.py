@@ -26,6 +26,7 @@ from ortools.sat.python import cp_model
 from kai_cp.gpu_sharing import SharedLedger, new_group_id, task_memory
 from kai_cp.gpu_sharing_place import device_spread
 from kai_cp.model.evictions import freed_terms
+from kai_cp.model.linear_rows import upper_bound
 from kai_cp.model.base import ModelContext
 
 OPEN_WEIGHT = 25        # per device opened: above keeping greedy's node (20), so joining wins
@@ -71,7 +72,11 @@ class GpuSharing:
             existing = [(g, d.free(cap), d.used) for g, d in sorted(ledger.groups(n).items()) if d.free(cap) > 0]
             need = sum(int(ctx.pair_ub[i]) * max(ctx.classes[int(ctx.pair_class[i])].tasks[0].request.devices, 1)
                        for i in pairs)
-            slots = max(0, min(int(ctx.free[n, 2]), need))
+            # devices to open: the node's free GPUs and those its evictions may free (KAI opens a
+            # shared GPU on one its preemption frees, and pipelines the pod there)
+            fv, fc = freed_terms(ctx, n, 2)
+            freeable = sum(c * upper_bound(v) for v, c in zip(fv, fc))
+            slots = max(0, min(int(ctx.free[n, 2]) + freeable, need))
             opens = [m.new_bool_var("") for _ in range(slots)]
             for a, b in zip(opens, opens[1:]):
                 m.add(a >= b)
@@ -142,7 +147,11 @@ class GpuSharing:
                     pod_vars.append(ctx.x[i])
                 fv, fc = freed_terms(ctx, n, 2)
                 m.add(cp_model.LinearExpr.weighted_sum(gpu_vars + fv, gpu_coef + [-c for c in fc]) <= int(ctx.free[n, 2]))
-                m.add(cp_model.LinearExpr.sum(pod_vars) <= max(int(ctx.free[n, 3]), 0))
+                # (the pods evictions take off the node free their slots too: without them KAI's
+                # pipelining of a shared pod behind a preemption was no solution, the model infeasible)
+                pv, pc = freed_terms(ctx, n, 3)
+                m.add(cp_model.LinearExpr.weighted_sum(pod_vars + pv, [1] * len(pod_vars) + [-c for c in pc])
+                      <= max(int(ctx.free[n, 3]), 0))
                 terms_v += opens
                 terms_c += [OPEN_WEIGHT if spread else -OPEN_WEIGHT] * len(opens)
                 max_gain += OPEN_WEIGHT * len(opens)
