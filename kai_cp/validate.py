@@ -7,6 +7,7 @@ it to catch a model or greedy bug rather than repeat it.
 
 from __future__ import annotations
 
+from fractions import Fraction
 
 import numpy as np
 
@@ -45,6 +46,14 @@ def _topology_violations(state: ClusterState, session: Session, job: JobInfo) ->
     return out
 
 
+assert RESOURCES == ("cpu", "memory", "gpu")        # the order the queue sums below use
+
+
+def _exact(v: int | Fraction) -> int | Fraction:
+    """An int where the value is whole: int sums are ~100x cheaper than Fraction ones."""
+    return v.numerator if isinstance(v, Fraction) and v.denominator == 1 else v
+
+
 def violations(state: ClusterState, session: Session) -> list[str]:
     out: list[str] = []
     table = state.table
@@ -81,7 +90,6 @@ def violations(state: ClusterState, session: Session) -> list[str]:
             out += _topology_violations(state, session, job)
     # Queue limits and non-preemptible quota, at every level: each job's change summed at its
     # leaf queue (whole numbers as ints, the rare fractional GPU as a Fraction), then carried up.
-    assert RESOURCES == ("cpu", "memory", "gpu")
     leaf: dict[tuple[str, bool], list] = {}
     nodes = state.nodes
     for sign, tasks in ((1, session.placements.values()), (-1, session.evictions.values())):
@@ -91,7 +99,7 @@ def violations(state: ClusterState, session: Session) -> list[str]:
             acc = leaf.setdefault((job.queue, job.preemptible), [0, 0, 0])
             acc[0] += sign * p.task.request.cpu
             acc[1] += sign * p.task.request.memory
-            acc[2] += sign * (gpu if isinstance(gpu, int) or gpu.denominator != 1 else gpu.numerator)
+            acc[2] += sign * _exact(gpu)
     added: dict[str, list] = {}
     added_np: dict[str, list] = {}
     for (qname, preemptible), acc in leaf.items():

@@ -248,8 +248,8 @@ class Evictions:
                 m.add(sum(ws) <= extra + (minimum * y if y is not None else 0))
             if not total_pods:
                 continue
-            if y is not None and parts:
-                core_of[id(u)] = y
+            if y is not None and parts and all(how == "last" for _, _, how in plan):
+                core_of[id(u)] = y          # (an "all" part's variable is y itself, at the core's chunk)
             # Each variable once, in order of first use: a set of IntVars (hashed by address)
             # ordered these rows differently from run to run, and the model proto with them.
             for v in dict.fromkeys(v for v, _ in total_pods):

@@ -145,7 +145,6 @@ class GpuSharing:
                         gpu_vars.append(ctx.x[i])
                         gpu_coef.append(int(c.gpus))
                     pod_vars.append(ctx.x[i])
-                fv, fc = freed_terms(ctx, n, 2)
                 m.add(cp_model.LinearExpr.weighted_sum(gpu_vars + fv, gpu_coef + [-c for c in fc]) <= int(ctx.free[n, 2]))
                 # (the pods evictions take off the node free their slots too: without them KAI's
                 # pipelining of a shared pod behind a preemption was no solution, the model infeasible)
