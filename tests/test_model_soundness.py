@@ -46,7 +46,7 @@ from kai_cp.actions.pipeline import run_greedy, unmodelled_evictions
 from kai_cp.cycle import CycleResult, CycleSettings
 from kai_cp.loader import load_snapshot_dict
 from kai_cp.model.build import build_model
-from kai_cp.model.evictions import _pod_centi
+from kai_cp.model.evictions import _task_centi
 from kai_cp.model.decode import decode
 from kai_cp.model.solve import solve
 from kai_cp.model.utilisation import pair_centi_gpus
@@ -177,7 +177,7 @@ def test_a_reclaim_takes_no_more_than_gate_2_lets_the_last_chunk_take() -> None:
     units = ctx.extensions["eviction-units"]
     taken = cp_model.LinearExpr.weighted_sum(
         [v for u, plan in units for _, v, _ in plan if u.queue == "q01"],
-        [_pod_centi(u) * (len(ts) if how == "all" else 1) for u, plan in units for ts, _, how in plan if u.queue == "q01"])
+        [_task_centi(ts[0]) * (len(ts) if how == "all" else 1) for u, plan in units for ts, _, how in plan if u.queue == "q01"])
     decoded = _errors_of(doc, ctx, taken, now)
     assert decoded is not None
     errors, session = decoded

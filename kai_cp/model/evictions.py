@@ -205,7 +205,7 @@ class Evictions:
                 costs_v.append(k)
                 costs_c.append(u.cost)
                 if u.reclaim:
-                    gpu_terms.setdefault(u.queue, []).append((k, _pod_centi(u), u, u.chunk))
+                    gpu_terms.setdefault(u.queue, []).append((k, u.centi, u, u.chunk))
                 continue
             evicted_all = all(t.key in greedy_ev for t in u.tasks)
             y = m.new_bool_var("") if u.whole else None
@@ -700,11 +700,6 @@ def _largest_chunk(u: Unit, tasks: list) -> int:
     if u.kind == "job" and u.whole and len(tasks) == len(u.tasks):
         return u.chunk
     return max(_task_centi(t) for t in tasks)
-
-
-def _pod_centi(u: Unit) -> int:
-    """GPUs x 100 one pod of the unit counts for in gate 2 (a job unit's GPUs shared evenly)."""
-    return u.centi if u.kind == "pods" else u.centi // max(len(u.tasks), 1)
 
 
 def _hinted(ctx: ModelContext, terms: Iterable[tuple[cp_model.IntVar, int]]) -> int:

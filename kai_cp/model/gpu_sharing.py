@@ -25,8 +25,7 @@ from ortools.sat.python import cp_model
 
 from kai_cp.gpu_sharing import SharedLedger, new_group_id, task_memory
 from kai_cp.gpu_sharing_place import device_spread
-from kai_cp.model.evictions import freed_terms
-from kai_cp.model.linear_rows import upper_bound
+from kai_cp.model.evictions import freed_max, freed_terms
 from kai_cp.model.base import ModelContext
 
 OPEN_WEIGHT = 25        # per device opened: above keeping greedy's node (20), so joining wins
@@ -67,6 +66,7 @@ class GpuSharing:
         nodes: dict[int, NodeDevices] = {}
         terms_v, terms_c = [], []
         max_gain = 0
+        may_free = freed_max(ctx)
         for n, pairs in by_node.items():
             cap = int(ledger.capacity[n])
             existing = [(g, d.free(cap), d.used) for g, d in sorted(ledger.groups(n).items()) if d.free(cap) > 0]
@@ -74,8 +74,7 @@ class GpuSharing:
                        for i in pairs)
             # devices to open: the node's free GPUs and those its evictions may free (KAI opens a
             # shared GPU on one its preemption frees, and pipelines the pod there)
-            fv, fc = freed_terms(ctx, n, 2)
-            freeable = sum(c * upper_bound(v) for v, c in zip(fv, fc))
+            freeable = 0 if may_free is None else int(may_free[n, 2])
             slots = max(0, min(int(ctx.free[n, 2]) + freeable, need))
             opens = [m.new_bool_var("") for _ in range(slots)]
             for a, b in zip(opens, opens[1:]):
@@ -145,6 +144,7 @@ class GpuSharing:
                         gpu_vars.append(ctx.x[i])
                         gpu_coef.append(int(c.gpus))
                     pod_vars.append(ctx.x[i])
+                fv, fc = freed_terms(ctx, n, 2)
                 m.add(cp_model.LinearExpr.weighted_sum(gpu_vars + fv, gpu_coef + [-c for c in fc]) <= int(ctx.free[n, 2]))
                 # (the pods evictions take off the node free their slots too: without them KAI's
                 # pipelining of a shared pod behind a preemption was no solution, the model infeasible)
