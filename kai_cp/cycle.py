@@ -432,7 +432,7 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
     if short is not None:          # kai-cp never returns less than KAI's whole cycle
         stats["fallbackReason"] = short
         return kais("greedy", "FALLBACK", outcome.objective, outcome.bound, outcome.log)
-    broken = violations(state, session)
+    broken = violations(state, session, now)
     if broken:                     # a model bug: the cycle falls back to KAI's decisions (_run)
         raise InvalidDecisions(broken)
     return CycleResult(state, session, greedy, "cp-sat", outcome.status, outcome.objective, outcome.bound,

@@ -1,8 +1,11 @@
 """Independent check of a cycle's decisions against the invariants every engine must keep:
-node resources, static predicates, gang minimums, queue limits and the non-preemptible quota.
+node resources, static predicates, gang minimums, queue limits and the non-preemptible quota,
+shared GPUs, and the eviction rules (who may lose pods to which action, min-runtime protection,
+reclaim's gates 1 and 2).
 
 It shares no code with the engines' constraint logic, so tests (and a paranoid caller) can use
-it to catch a model or greedy bug rather than repeat it.
+it to catch a model or greedy bug rather than repeat it. (The one thing it reads from the
+engine is which queue's min-runtime applies, `min_runtime_seconds`, a lookup, not a rule.)
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ from fractions import Fraction
 
 import numpy as np
 
+from kai_cp.actions.min_runtime import min_runtime_seconds
 from kai_cp.gpu_sharing import task_memory
-from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, queue_gpu_of_accepted
-from kai_cp.queues import RESOURCES
+from kai_cp.jobs import ACTIVE_ALLOCATED, ACTIVE_USED, PENDING, JobInfo, TaskInfo, queue_gpu_of_accepted
+from kai_cp.queues import RESOURCES, UNLIMITED, QueueInfo
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
 
@@ -54,7 +58,9 @@ def _exact(v: int | Fraction) -> int | Fraction:
     return v.numerator if isinstance(v, Fraction) and v.denominator == 1 else v
 
 
-def violations(state: ClusterState, session: Session) -> list[str]:
+def violations(state: ClusterState, session: Session, now: float | None = None) -> list[str]:
+    """Every rule the decisions break, as messages ([] when none). `now`, the cycle's clock,
+    enables the min-runtime check."""
     out: list[str] = []
     table = state.table
     # Node resources and predicates.
@@ -88,27 +94,14 @@ def violations(state: ClusterState, session: Session) -> list[str]:
         job = state.jobs[name]
         if job.scope is not None:
             out += _topology_violations(state, session, job)
-    # Queue limits and non-preemptible quota, at every level: each job's change summed at its
-    # leaf queue (whole numbers as ints, the rare fractional GPU as a Fraction), then carried up.
-    leaf: dict[tuple[str, bool], list] = {}
-    nodes = state.nodes
-    for sign, tasks in ((1, session.placements.values()), (-1, session.evictions.values())):
-        for p in tasks:
-            job = state.jobs[p.task.job]
-            gpu = queue_gpu_of_accepted(p.task, nodes[p.node].gpu_memory if p.node is not None else None)
-            acc = leaf.setdefault((job.queue, job.preemptible), [0, 0, 0])
-            acc[0] += sign * p.task.request.cpu
-            acc[1] += sign * p.task.request.memory
-            acc[2] += sign * _exact(gpu)
-    added: dict[str, list] = {}
-    added_np: dict[str, list] = {}
-    for (qname, preemptible), acc in leaf.items():
-        for q in state.queue_path(qname):
-            for into in ((added,) if preemptible else (added, added_np)):
-                total = into.setdefault(q.name, [0, 0, 0])
-                for i in range(len(RESOURCES)):
-                    total[i] += acc[i]
+    # Queue limits and non-preemptible quota, at every level.
+    added, added_np = _queue_sums(state, [(1, p) for p in session.placements.values()]
+                                  + [(-1, e) for e in session.evictions.values()])
     out += eviction_violations(state, session)
+    if now is not None:
+        out += min_runtime_violations(state, session, now)
+    out += gate1_violations(state, session)
+    out += gate2_violations(state, session)
     for qname, add in added.items():
         q = state.queues[qname]
         for i, r in enumerate(RESOURCES):
@@ -153,6 +146,172 @@ def eviction_violations(state: ClusterState, session: Session) -> list[str]:
                        or (t.status in ACTIVE_ALLOCATED and t.node is not None and t.key not in session.evictions))
             if 0 < left < ps.min_available:
                 out.append(f"job {name} podset {ps.name}: eviction left {left} pods < minMember {ps.min_available}")
+    return out
+
+
+def _queue_sums(state: ClusterState, entries: list) -> tuple[dict[str, list], dict[str, list]]:
+    """(All jobs', non-preemptible jobs') cpu, memory and GPUs per queue of the tree, from
+    (sign, placement or eviction) pairs: each summed at its job's leaf queue (whole numbers as
+    ints, the rare fractional GPU as a Fraction), then carried up."""
+    leaf: dict[tuple[str, bool], list] = {}
+    nodes = state.nodes
+    for sign, p in entries:
+        job = state.jobs[p.task.job]
+        gpu = queue_gpu_of_accepted(p.task, nodes[p.node].gpu_memory if p.node is not None else None)
+        acc = leaf.setdefault((job.queue, job.preemptible), [0, 0, 0])
+        acc[0] += sign * p.task.request.cpu
+        acc[1] += sign * p.task.request.memory
+        acc[2] += sign * _exact(gpu)
+    added: dict[str, list] = {}
+    added_np: dict[str, list] = {}
+    for (qname, preemptible), acc in leaf.items():
+        for q in state.queue_path(qname):
+            for into in ((added,) if preemptible else (added, added_np)):
+                total = into.setdefault(q.name, [0, 0, 0])
+                for i in range(len(RESOURCES)):
+                    total[i] += acc[i]
+    return added, added_np
+
+
+def _by_commit(state: ClusterState, session: Session,
+               actions: tuple[str, ...]) -> dict[tuple[str, str], list[TaskInfo]]:
+    """The evicted pods per (action, preemptor): the decisions record no commit order. (An
+    eviction for no known preemptor is eviction_violations' to report.)"""
+    out: dict[tuple[str, str], list[TaskInfo]] = {}
+    for e in session.evictions.values():
+        if e.action in actions and e.for_job in state.jobs:
+            out.setdefault((e.action, e.for_job), []).append(e.task)
+    return out
+
+
+def _elastic(job: JobInfo) -> bool:
+    return any(len(ps.tasks) > ps.min_available for ps in job.podsets.values())
+
+
+def min_runtime_violations(state: ClusterState, session: Session, now: float) -> list[str]:
+    """Spec 6.7: a job within its min-runtime loses no pod to preempt or reclaim, unless it is
+    elastic, and then each of its PodSets keeps its minimum of the pods active at cycle start."""
+    if not state.config.min_runtime_enabled:
+        return []
+    out: list[str] = []
+    for (action, pre), victims in _by_commit(state, session, ("preempt", "reclaim")).items():
+        lost: dict[str, dict[str | None, int]] = {}
+        for t in victims:
+            per = lost.setdefault(t.job, {})
+            per[t.podset] = per.get(t.podset, 0) + 1
+        for name, per in lost.items():
+            job = state.jobs[name]
+            if job.last_start is None:
+                continue
+            runtime = min_runtime_seconds(state, action, job.queue, state.jobs[pre].queue)
+            if now >= job.last_start + runtime:
+                continue
+            if not _elastic(job):
+                out.append(f"job {name}: within its {action} min-runtime ({runtime:g} s) and not elastic, "
+                           f"yet lost {sum(per.values())} pod(s) to {action} for {pre}")
+                continue
+            for ps in job.podsets.values():
+                active = sum(1 for t in ps.tasks if t.status in ACTIVE_USED and t.node is not None)
+                if per.get(ps.name, 0) and active - per[ps.name] < ps.min_available:
+                    out.append(f"job {name} podset {ps.name}: within its {action} min-runtime, {pre} took "
+                               f"{per[ps.name]} of {active} active pods, fewer than minMember {ps.min_available} left")
+    return out
+
+
+def _leveled(state: ClusterState, reclaimer: str, victim: str) -> str:
+    """The victim's side of the first differing queues on the two root->leaf paths."""
+    mine = [q.name for q in reversed(state.queue_path(reclaimer))]
+    theirs = [q.name for q in reversed(state.queue_path(victim))]
+    for a, b in zip(mine, theirs):
+        if a != b:
+            return b
+    return theirs[min(len(mine), len(theirs)) - 1]
+
+
+def _may_lose_below(q: QueueInfo) -> list:
+    """A queue may lose a chunk only while above this in some resource (spec 3.7.2): fair-share
+    reclaim needs it above its allocatable share, max(quota, fair share) capped by the limit;
+    quota reclaim above its quota. None: unlimited."""
+    out = []
+    for r in RESOURCES:
+        quota, limit, fair = q.deserved[r], q.limit[r], q.fair_share[r]
+        share = None if quota == UNLIMITED or fair == UNLIMITED else max(quota, fair)
+        if limit != UNLIMITED:
+            share = limit if share is None else min(share, limit)
+        out.append(share if quota == UNLIMITED else quota if share is None else min(share, quota))
+    return out
+
+
+def gate1_violations(state: ClusterState, session: Session) -> list[str]:
+    """Spec 3.7.1 as a bound that holds whatever ran before the reclaim: a job reclaims only while
+    its leaf queue, the job's request added, stays within the queue's fair share in every
+    resource (and a non-preemptible job within the queue's quota). When it asked, the queue held
+    at least its snapshot allocation less every pod it lost this cycle, and the job asked for at
+    least one of its pending pods."""
+    reclaimers = {e.for_job for e in session.evictions.values() if e.action == "reclaim" and e.for_job in state.jobs}
+    if not reclaimers:
+        return []
+    lost = _queue_sums(state, [(1, e) for e in session.evictions.values()])
+    out: list[str] = []
+    divisor = state.gpu_memory_divisor
+    for name in sorted(reclaimers):
+        job = state.jobs[name]
+        asks = [(t.request.cpu, t.request.memory, t.request.pending_gpus(divisor))
+                for t in job.tasks if t.status == PENDING]
+        if not asks:
+            continue
+        least = [min(a[i] for a in asks) for i in range(len(RESOURCES))]
+        q = state.queues[job.queue]
+        checks = [("fair share", q.allocated, lost[0], q.fair_share)]
+        if not job.preemptible:
+            checks.append(("non-preemptible quota", q.allocated_np, lost[1], q.deserved))
+        for what, held, gone, cap in checks:
+            gone = gone.get(q.name, [0, 0, 0])
+            for i, r in enumerate(RESOURCES):
+                at_least = held[r] - gone[i] + least[i]
+                if cap[r] != UNLIMITED and at_least > cap[r]:
+                    out.append(f"reclaim for {name}: queue {q.name} would hold at least {r} {at_least} "
+                               f"with it, over its {what} {cap[r]}")
+    return out
+
+
+def gate2_violations(state: ClusterState, session: Session) -> list[str]:
+    """Spec 3.7.2 as a bound that holds in any commit order: the last chunk a reclaimer took from
+    a queue V (at the level where their branches meet) was taken while V held at most its
+    snapshot allocation plus every pod placed in it this cycle, less the reclaimer's other chunks
+    from V; a chunk is at most one victim job's whole loss. So if even that leaves V at or below
+    what it may keep in every resource, no order of commits let KAI take it. Victims re-placed
+    this cycle (moved) count for nothing (allowConsolidatingReclaim)."""
+    out: list[str] = []
+    commits = _by_commit(state, session, ("reclaim",))
+    # the cycle's new pods (a moved victim is in its queue's allocation already)
+    placed = _queue_sums(state, [(1, p) for p in session.placements.values()
+                                 if p.task.key not in session.evictions])[0] if commits else {}
+    for (_, pre), victims in commits.items():
+        r_queue = state.jobs[pre].queue
+        jobs: dict[str, dict[str, list]] = {}           # level queue -> victim job -> its loss
+        for t in victims:
+            if t.key in session.placements:
+                continue
+            e = session.evictions[t.key]
+            level = _leveled(state, r_queue, state.jobs[t.job].queue)
+            acc = jobs.setdefault(level, {}).setdefault(t.job, [0, 0, 0])
+            acc[0] += t.request.cpu
+            acc[1] += t.request.memory
+            acc[2] += _exact(queue_gpu_of_accepted(t, state.nodes[e.node].gpu_memory))
+        for level, losses in jobs.items():
+            q = state.queues[level]
+            keep = _may_lose_below(q)
+            new = placed.get(level, [0, 0, 0])
+            before = []
+            for i, r in enumerate(RESOURCES):
+                total = sum(loss[i] for loss in losses.values())
+                before.append(q.allocated[r] + new[i] - total + max(loss[i] for loss in losses.values()))
+            if not any(keep[i] is not None and before[i] > keep[i] for i in range(len(RESOURCES))):
+                held = ", ".join(f"{r} {before[i]}" for i, r in enumerate(RESOURCES))
+                kept = ", ".join(f"{r} {'unlimited' if keep[i] is None else keep[i]}" for i, r in enumerate(RESOURCES))
+                out.append(f"reclaim for {pre} took from queue {level}, which held at most {held} before its "
+                           f"last chunk and may lose nothing at or below {kept}")
     return out
 
 

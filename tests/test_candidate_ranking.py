@@ -77,7 +77,7 @@ def _past_budget_reference(state, greedy, classes, pool, fragmentation: bool):
         if c.job.name not in greedy.started_jobs or not own.get(c.index) or _blocked_by_queue(state, c, pool):
             continue
         request = c.tasks[0].request
-        reach = None if request.is_shared_gpu else reach_for(pool, c.job)
+        reach = None if request.is_shared_gpu else reach_for(pool, c.job, state)
         free = state.table.free + (0 if reach is None else reach)
 
         def fit(n: int) -> int:

@@ -61,7 +61,7 @@ def all_errors(doc: dict[str, Any], result, now: float) -> list[str]:
     out = result.to_json()
     raw, view = post_eviction_view(Raw(doc), out)
     return (check_decisions(raw, view) + eviction_errors(doc, out, commits_of(result), now)
-            + [f"validate: {v}" for v in violations(result.state, result.session)])
+            + [f"validate: {v}" for v in violations(result.state, result.session, now)])
 
 
 def one_engine(doc: dict[str, Any], engine: str):

@@ -63,6 +63,9 @@ ELSEWHERE = "gang_binding_to_another_shards_node.json"
 MIXED_PODSET = "cpsat_victim_pods_of_one_podset_ask_differently.json"
 SURPLUS_CHUNK = "cpsat_surplus_pod_opens_no_core_step.json"
 SHARED_IN_GANG = "cpsat_gang_with_a_shared_gpu_pod_taken_whole.json"
+# run3 (non-preemptible, CPU only) in q00, whose non-preemptible jobs hold 13 GPUs on a quota of
+# 1: KAI's gate 1 (a vector test) refuses it any reclaim; the model named it a reclaim's preemptor
+GATE1 = "cpsat_reclaim_for_a_job_gate_1_refuses.json"
 
 
 def _model(doc: dict[str, Any], now: float):
@@ -92,7 +95,7 @@ def _errors_of(doc: dict[str, Any], ctx, objective: cp_model.LinearExprT,
     decisions = result.to_json()
     raw, view = post_eviction_view(Raw(doc), decisions)
     return (check_decisions(raw, view) + eviction_errors(doc, decisions, commits_of(result), now)
-            + [f"validate: {v}" for v in violations(ctx.state, session)]), session
+            + [f"validate: {v}" for v in violations(ctx.state, session, now)]), session
 
 
 def _random_objective(ctx, seed: int) -> cp_model.LinearExprT:
@@ -120,6 +123,7 @@ _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Hea
 @example(doc=json.loads((FIXTURES / PAST_GATE2).read_text()), seed=2511)
 @example(doc=json.loads((FIXTURES / SURPLUS_CHUNK).read_text()), seed=0)
 @example(doc=json.loads((FIXTURES / NEAREST).read_text()), seed=2)
+@example(doc=json.loads((FIXTURES / GATE1).read_text()), seed=166)
 def test_any_solution_decodes_valid_on_contended_clusters(doc: dict[str, Any], seed: int) -> None:
     _check_random(doc, seed)
 

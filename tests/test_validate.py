@@ -89,3 +89,94 @@ def test_a_node_already_past_its_capacity_takes_only_pods_that_do_not_ask_for_it
         return violations(state, s)
     assert check("default/nocpu-0") == []
     assert check("default/cpu-0") == ["node n1: cpu placed 500 > free -1000"]
+
+
+def _running_state(queues: list[dict], pods: list[dict], groups: list[dict], gpus: int = 8):
+    state = build_cluster_state(load_snapshot_dict(cg.snapshot([cg.node("n1", gpus=gpus)], queues, pods, groups)))
+    return state, {t.key: t for j in state.jobs.values() for t in j.tasks}
+
+
+def test_min_runtime_protection_is_checked_at_the_cycles_clock() -> None:
+    """q protects its jobs from preemption for an hour after they start. v (one pod) started 10
+    minutes ago: it may lose no pod; e (3 pods, minMember 2, elastic) may lose its surplus pod
+    but not a second. An hour later neither is protected; without a clock nothing is checked."""
+    q = cg.queue("q")
+    q["spec"]["preemptMinRuntime"] = "1h"
+    started = {"kai.scheduler/last-start-timestamp": cg.ts(-600)}
+    pods = [cg.pod("v-0", "v", gpus=1, phase="Running", node_name="n1", queue_name="q")]
+    pods += [cg.pod(f"e-{i}", "e", gpus=1, phase="Running", node_name="n1", queue_name="q") for i in range(3)]
+    pods += [cg.pod("p-0", "p", gpus=8, queue_name="q")]
+    groups = [cg.pod_group("v", "q"), cg.pod_group("e", "q", min_member=2),
+              cg.pod_group("p", "q", priority_class="inference")]
+    for g in groups[:2]:
+        g["metadata"]["annotations"] = dict(started)
+    state, tasks = _running_state([q], pods, groups)
+    now = state.jobs["v"].last_start + 600
+
+    def check(victims: list[str], at: float | None) -> list[str]:
+        s = Session.open(state)
+        for k in victims:
+            s.evict(tasks[f"default/{k}"], "preempt", "p", "m")
+        return [v for v in violations(state, s, at) if "min-runtime" in v]
+
+    assert check(["v-0"], now) == ["job v: within its preempt min-runtime (3600 s) and not elastic, "
+                                   "yet lost 1 pod(s) to preempt for p"]
+    assert check(["e-0"], now) == []
+    assert check(["e-0", "e-1"], now) == ["job e podset default: within its preempt min-runtime, p took 2 of 3 "
+                                          "active pods, fewer than minMember 2 left"]
+    assert check(["v-0", "e-0", "e-1"], now + 3600) == []
+    assert check(["v-0"], None) == []
+
+
+def test_reclaim_takes_only_from_a_queue_above_what_it_may_keep() -> None:
+    """a holds 3 GPUs on a quota of 2 and b, within its quota, reclaims for p (spec 3.7.2): a chunk
+    taken while a is above its quota is allowed, so one of a's 1-GPU jobs may go, and a second
+    only if the first was taken before it, which leaves a at 2, its quota: taking two breaks the
+    gate in any order. A victim moved to another place this cycle is not taken at all."""
+    queues = [cg.queue("a", gpu=cg.resource(2)), cg.queue("b", gpu=cg.resource(2))]
+    pods = [cg.pod(f"a{i}-0", f"a{i}", gpus=1, phase="Running", node_name="n1", queue_name="a") for i in range(3)]
+    pods += [cg.pod("p-0", "p", gpus=2, queue_name="b")]
+    groups = [cg.pod_group(f"a{i}", "a") for i in range(3)] + [cg.pod_group("p", "b")]
+    state, tasks = _running_state(queues, pods, groups, gpus=3)
+
+    def check(victims: list[str], moved: str | None = None) -> list[str]:
+        s = Session.open(state)
+        for k in victims:
+            s.evict(tasks[f"default/{k}"], "reclaim", "p", "m")
+        if moved:
+            s.place(tasks[f"default/{moved}"], 0, pipelined=True)
+        return [v for v in violations(state, s) if v.startswith("reclaim for")]
+
+    assert check(["a0-0"]) == []
+    assert check(["a0-0", "a1-0"]) == ["reclaim for p took from queue a, which held at most cpu 2000, "
+                                       "memory 2147483648, gpu 2 before its last chunk and may lose nothing "
+                                       "at or below cpu unlimited, memory unlimited, gpu 2"]
+    assert check(["a0-0", "a1-0"], moved="a1-0") == []
+
+
+def test_a_reclaimer_stays_within_its_queues_fair_share() -> None:
+    """b's fair share is its quota, 2 GPUs (a holds the other 2 of its own quota and 2 more): p2,
+    asking 2 GPUs, may reclaim; p3, asking 3, may not (spec 3.7.1), whatever it is given. And a
+    non-preemptible reclaimer must also fit b's quota: npc asks 3 CPUs on a quota of 2."""
+    queues = [cg.queue("a", gpu=cg.resource(2)), cg.queue("b", gpu=cg.resource(2), cpu=cg.resource(2000, -1))]
+    pods = [cg.pod(f"a{i}-0", f"a{i}", gpus=1, cpu_m=100, phase="Running", node_name="n1", queue_name="a")
+            for i in range(4)]
+    pods += [cg.pod("p2-0", "p2", gpus=2, cpu_m=100, queue_name="b"),
+             cg.pod("p3-0", "p3", gpus=3, cpu_m=100, queue_name="b"),
+             cg.pod("npc-0", "npc", gpus=1, cpu_m=3000, queue_name="b")]
+    groups = [cg.pod_group(f"a{i}", "a") for i in range(4)]
+    groups += [cg.pod_group("p2", "b"), cg.pod_group("p3", "b"), cg.pod_group("npc", "b", priority_class="build")]
+    state, tasks = _running_state(queues, pods, groups, gpus=4)
+    assert state.queues["b"].fair_share["gpu"] == 2
+
+    def check(pre: str, victims: list[str]) -> list[str]:
+        s = Session.open(state)
+        for k in victims:
+            s.evict(tasks[f"default/{k}"], "reclaim", pre, "m")
+        return [v for v in violations(state, s) if v.startswith(f"reclaim for {pre}:")]
+
+    assert check("p2", ["a0-0", "a1-0"]) == []
+    assert check("p3", ["a0-0", "a1-0", "a2-0"]) == ["reclaim for p3: queue b would hold at least gpu 3 with it, "
+                                                     "over its fair share 2"]
+    assert check("npc", ["a0-0"]) == ["reclaim for npc: queue b would hold at least cpu 3000 with it, "
+                                      "over its non-preemptible quota 2000"]

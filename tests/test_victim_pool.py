@@ -10,7 +10,9 @@ unit for unit, and justified() and freeable_under() must pick exactly the units 
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,9 +22,11 @@ from clustergen import clusters, contended_clusters
 from kai_cp.actions.pipeline import run_greedy
 from kai_cp.loader import load_snapshot_dict
 from kai_cp.model.candidates import build_classes
-from kai_cp.model.victim_pool import Pool, Unit, _legal, _Rules, build_pool, pending_keys
+from kai_cp.model.victim_pool import Pool, Unit, _legal, _Rules, build_pool, may_reclaim, pending_keys, reach_for
 from kai_cp.state import build_cluster_state
 from test_cycle import Cluster
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "evictions"
 
 
 def _fields(u: Unit) -> tuple:
@@ -69,13 +73,14 @@ def _check_justified(state, classes, pool: Pool, seed: int) -> None:
     node = np.array([n for n, _ in pairs], dtype=np.int64)
     # (and the units KAI's actions evicted from, whatever the pairs)
     want = [u.index for u in pool.units
-            if pool.kai[u.index] or any(_legal(u, job) for n, job in pairs if n in u.node_tasks)]
-    assert [u.index for u in pool.justified(node, [job for _, job in pairs])] == want
+            if pool.kai[u.index] or any(_legal(u, job, state) for n, job in pairs if n in u.node_tasks)]
+    may = np.array([may_reclaim(state, job) for _, job in pairs], dtype=bool)
+    assert [u.index for u in pool.justified(node, [job for _, job in pairs], may)] == want
     # freeable_under (a queue limit's room): what the job's legal victims inside the queue hold
     job = rng.choice(classes).job
     for q in state.queue_path(job.queue):
         mine = [u.index for u in pool.units
-                if _legal(u, job) and any(a.name == q.name for a in state.queue_path(u.queue))]
+                if _legal(u, job, state) and any(a.name == q.name for a in state.queue_path(u.queue))]
         assert pool.freeable_under(state, job, q.name).tolist() == pool.loses[mine].sum(axis=0).tolist()
 
 
@@ -169,3 +174,21 @@ def test_a_job_running_a_shared_gpu_pod_is_never_a_whole_unit() -> None:
     rules = _Rules(state, greedy, pending_keys(build_classes(state, greedy)))
     assert rules.decide(victim) is None          # no pods above its minimum either
     _assert_same(arrays, one_by_one)
+
+
+def test_a_job_gate_1_refuses_reaches_only_what_preempting_frees() -> None:
+    """q01 holds no GPU of its 1-GPU fair share, so it reclaims (its jobs' candidates reach what
+    reclaims free: 18 GPUs); but pend3 asks 2 GPUs a pod, and KAI's gate 1 (spec 3.7.1) refuses
+    it any reclaim. Its candidates reach only what preempting frees (nothing here), its pairs
+    justify no reclaim, and no reclaim unit is legal for it. (Reaching the reclaims' room, its
+    pods were placed on nodes with no free GPU and no eviction: the validator's 'gpu placed 4 >
+    free 0', found while gate 1 was added.)"""
+    doc = json.loads((FIXTURES / "cpsat_gate_1_refuses_a_reclaimers_job.json").read_text())
+    state, _, pool, _ = _pools(doc)
+    pend3 = state.jobs["pend3"]
+    assert "q01" in pool.reclaimed_by and not may_reclaim(state, pend3)
+    assert int(pool.reach[("q01", pend3.priority)][:, 2].sum()) == 18
+    assert reach_for(pool, pend3, state) is None
+    assert not pool.legal(pend3, state).any()
+    pairs = np.array([0], dtype=np.int64)
+    assert pool.justified(pairs, [pend3], np.array([False])) == [u for u in pool.units if pool.kai[u.index]]

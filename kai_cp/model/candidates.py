@@ -213,10 +213,12 @@ class _Memo:
             scoped = self.podsets[(c.job.name, c.podset)] = (allowed_nodes(state, c.job, c.podset),
                                                              grouping_level(c.job, c.podset))
         allowed, grouping = scoped
-        reach = reach_for(self.pool, c.job) if not request.is_shared_gpu else None
+        reach = reach_for(self.pool, c.job, state) if not request.is_shared_gpu else None
+        queue_key = (c.job.queue, c.job.priority)
         key = (c.vec.tobytes(), c.tasks[0].predicate_key, request.best_effort, request.kind,
                request.gpu_portion, request.gpu_memory, request.devices,
-               None if allowed is None else allowed.tobytes(), None if reach is None else (c.job.queue, c.job.priority))
+               None if allowed is None else allowed.tobytes(),
+               None if reach is None else queue_key + (reach is self.pool.reach.get(queue_key),))
         hit = self.classes[c.index] = (False, allowed, reach, key, grouping)
         return hit
 

@@ -207,7 +207,7 @@ def _plan(ctx, em, c, need: int, pairs: list[int], avail: np.ndarray, on_node: d
     reclaims = c.job.queue in em.r_of and val(em.r_of[c.job.queue])
     for n, entries in freed_on.items():
         for u, amount in entries:
-            if not (_preempts(u, c.job) or (reclaims and _legal(u, c.job))):
+            if not (_preempts(u, c.job) or (reclaims and _legal(u, c.job, ctx.state))):
                 fenced[n] += amount
     avail -= fenced
     allow = list(allow_used)
@@ -240,7 +240,7 @@ def _plan(ctx, em, c, need: int, pairs: list[int], avail: np.ndarray, on_node: d
         k = max(0, min(fit(n), want))
         if k < want and on_node.get(n):
             saved = (dict(ev), dict(raised), list(allow), avail.copy())
-            entries = [e for e in on_node[n] if e[0].tasks[0].job not in growing]
+            entries = [e for e in on_node[n] if e[0].tasks[0].job not in growing and _legal(e[0], job, ctx.state)]
             k = _evict_for(em, job, n, k, want, placed, centi, cap_left, entries, ev, raised, allow, avail,
                            spread, val, fit)
             if k == 0:           # evictions that place nothing here would justify nothing: undo them
@@ -262,13 +262,11 @@ def _plan(ctx, em, c, need: int, pairs: list[int], avail: np.ndarray, on_node: d
 
 def _evict_for(em, job, n: int, k: int, want: int, placed: int, centi: int, cap_left, entries: list, ev: dict,
                raised: dict, allow: list, avail: np.ndarray, spread: _Spread, val, fit) -> int:
-    """Raise the cheapest legal eviction variables on node n until `want` pods fit; returns how
-    many fit. A gang's whole-eviction Boolean goes once, with its surplus counts."""
+    """Raise the cheapest of the legal eviction variables `entries` on node n until `want` pods
+    fit; returns how many fit. A gang's whole-eviction Boolean goes once, with its surplus counts."""
     for u, var, per, ub in entries:
         if k >= want:
             break
-        if not _legal(u, job):
-            continue
         reclaim = not _preempts(u, job)
         if reclaim and cap_left is not None and cap_left < centi * (placed + k + 1):
             break

@@ -9,8 +9,9 @@ Which evictions are allowed (hard constraints):
   lose surplus pods), never non-preemptible ones (6.1, 6.7);
 - preempt: a unit may leave a node only if a job of its own queue with strictly higher priority
   places a pod on one of the unit's nodes (6.5);
-- reclaim: only if a job of another queue that reclaims places a pod there; a reclaiming queue
-  ends within its fair share (gates 1 and 3 where the reclaimer stays within its share), and each
+- reclaim: only if a job of another queue that reclaims places a pod there, a job gate 1 lets
+  ask (victim_pool.may_reclaim); a reclaiming queue ends within its fair share in every
+  resource (gates 1 and 3 where the reclaimer stays within its share), and each
   victim queue level above the reclaimer's loses victims only while it is above its allocatable
   share (or its quota, for a reclaimer whose own level stays within its quota: quota reclaim):
   all but the largest take strictly less than that excess, KAI's test-before-subtract (gate 2,
@@ -43,7 +44,8 @@ from kai_cp.fairshare import allocatable
 from kai_cp.model.base import ModelContext
 from kai_cp.model.freed_use import only_preemptors_use_freed
 from kai_cp.model.linear_rows import add_at_most_if, add_enforced_le, upper_bound as _ub
-from kai_cp.model.victim_pool import BASE_COST, Pool, Unit
+from kai_cp.model.victim_pool import BASE_COST, Pool, Unit, pairs_may_reclaim
+from kai_cp.queues import UNLIMITED
 from kai_cp.state import ClusterState
 
 NAME = "evictions"
@@ -117,10 +119,14 @@ class Evictions:
         pair_job = [ctx.classes[c].job for c in ctx.pair_class.tolist()]
         by_node_queue: dict[tuple[int, str], list[int]] = {}     # (node, queue) -> pairs, in pair order
         by_queue_pairs: dict[str, list[int]] = {}
+        reclaims_ok = pairs_may_reclaim(ctx, pair_job)
+        by_node_reclaimer: dict[tuple[int, str], list[int]] = {}  # (node, queue) -> pairs whose job may reclaim
         for i, n in enumerate(ctx.pair_node.tolist()):
             q = pair_job[i].queue
             by_node_queue.setdefault((n, q), []).append(i)
             by_queue_pairs.setdefault(q, []).append(i)
+            if reclaims_ok[i]:
+                by_node_reclaimer.setdefault((n, q), []).append(i)
         freed: dict[int, list[tuple[cp_model.IntVar, np.ndarray]]] = {}
         by_queue: dict[str, list[tuple[cp_model.IntVar, np.ndarray]]] = {}   # what evictions take off each leaf queue
         preemptors: set[str] = set()             # jobs whose placement may justify a preempt
@@ -139,7 +145,7 @@ class Evictions:
         core_of: dict[int, cp_model.IntVar] = {}
         greedy_ev = ctx.greedy.session.evictions
         greedy_reclaimed = {k for k, e in greedy_ev.items() if e.action == "reclaim" and e.for_job in state.jobs}
-        units = pool.justified(ctx.pair_node, pair_job)
+        units = pool.justified(ctx.pair_node, pair_job, reclaims_ok)
         pairs_of: dict[str, list[int]] = {}      # job -> its candidate pairs
         for i, job in enumerate(pair_job):
             pairs_of.setdefault(job.name, []).append(i)
@@ -157,7 +163,7 @@ class Evictions:
                 for r in reclaimers:
                     key = (r, n)
                     if key not in z:
-                        xs = [ctx.x[i] for i in by_node_queue.get((n, r), ())]
+                        xs = [ctx.x[i] for i in by_node_reclaimer.get((n, r), ())]
                         if not xs:
                             continue
                         reclaimers_used.add(r)
@@ -404,7 +410,8 @@ class Evictions:
                     before = share or 0
                 # improve_hint adds victims within `before` only, so the steps hold
                 allowances.append((charged, before))
-        # Reclaiming queues end within their fair share (GPUs x 100).
+        # Reclaiming queues end within their fair share (GPUs x 100), and in CPU and memory too
+        # (gate 1 tests every resource).
         for r, rv in r_of.items():
             q = state.queues[r]
             idx = by_queue_pairs.get(r, [])
@@ -413,6 +420,12 @@ class Evictions:
             m.add(cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx], [centi[i] for i in idx])
                   <= fair - have).only_enforce_if(rv)
             caps[r] = fair - have
+            for res in ("cpu", "memory"):
+                if q.fair_share[res] == UNLIMITED:
+                    continue
+                amounts = [getattr(ctx.classes[c].tasks[0].request, res) for c in ctx.pair_class[idx].tolist()]
+                m.add(cp_model.LinearExpr.weighted_sum([ctx.x[i] for i in idx], amounts)
+                      <= math.floor(q.fair_share[res] - alloc[r][res])).only_enforce_if(rv)
         self._gate3_above_leaf(ctx, state, r_of, by_queue_pairs, gpu_terms, centi, alloc)
         only_preemptors_use_freed(ctx, unit_vars, r_of, pair_job)
         ev_of = ctx.extensions.get("eviction-node", {})

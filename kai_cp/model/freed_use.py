@@ -2,7 +2,8 @@
 
 For each group of units on a node with the same legal preemptors, every other pod placed there
 fits in the node's free capacity plus what the other units there free; a reclaiming queue's
-pods count as legal only when the queue reclaims (r_R), so its fair-share cap applies. And a job
+pods count as legal only when the queue reclaims (r_R), so its fair-share cap applies, and only
+for jobs KAI's gate 1 lets ask (victim_pool.may_reclaim). And a job
 that may evict nobody on a node places there no more than KAI's allocate did while the node loses
 pods (`ev`): otherwise the eviction would make room for it, with the preemptor merely taking its
 idle share; so does one that may evict there only as a reclaimer, while its queue does not reclaim.
@@ -20,6 +21,7 @@ from kai_cp.arrays import distinct
 from kai_cp.jobs import JobInfo
 from kai_cp.model.base import ModelContext
 from kai_cp.model.linear_rows import UNBOUNDED, add_le_rows, upper_bound
+from kai_cp.model.victim_pool import pairs_may_reclaim
 
 EV_ROWS, OUTSIDER_ROWS, GROUP_ROWS, RECLAIMER_ROWS = 0, 1, 2, 3      # the order of a node's rows
 
@@ -64,6 +66,7 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     n_queues = len(code)
     pair_q = np.array([code[j.queue] for j in pair_job], dtype=np.int64)
     pair_prio = np.array([j.priority for j in pair_job], dtype=np.int64)
+    may_reclaim = pairs_may_reclaim(ctx, pair_job)      # gate 1: a job KAI refuses uses nothing reclaimed
     by_node = np.argsort(pair_node, kind="stable")
     pair_count = np.bincount(pair_node, minlength=n_nodes)
     pair_start = np.cumsum(pair_count) - pair_count
@@ -126,7 +129,7 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     k = by_node[pos]
     by_preempt = (np.array(e_preempt, dtype=bool)[owner] & (pair_q[k] == np.array(e_queue, dtype=np.int64)[owner])
                   & (pair_prio[k] > np.array(e_prio, dtype=np.int64)[owner]))
-    legal = by_preempt | (e_recl[owner, pair_q[k]] & reclaims[pair_q[k]])
+    legal = by_preempt | (e_recl[owner, pair_q[k]] & reclaims[pair_q[k]] & may_reclaim[k])
     legal_count = np.bincount(k[legal], minlength=len(pair_job))
     on_entry_node = np.zeros(n_nodes, dtype=bool)
     on_entry_node[nodes] = True
@@ -210,7 +213,7 @@ def only_preemptors_use_freed(ctx: ModelContext, unit_vars: list, r_of: dict, pa
     # queue's pods' most (amount x pair bound), offset when the queue reclaims.
     g_recl = membership(g_reclaimers)
     q = pair_q[k]
-    relax = g_recl[cand_g[owner], q] & reclaims[q]
+    relax = g_recl[cand_g[owner], q] & reclaims[q] & may_reclaim[k]
     if relax.any():
         key = row_of[owner[relax]] * n_queues + q[relax]
         load = amount[relax] * pair_ub[k[relax]]

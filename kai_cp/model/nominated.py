@@ -51,7 +51,7 @@ class NominatedFirst:
             if not here:
                 continue
             pairs = [i for i in np.nonzero(ctx.pair_node == n)[0].tolist()
-                     if pair_job[i].name in fixed or not any(_legal(u, pair_job[i]) for u in here)]
+                     if pair_job[i].name in fixed or not any(_legal(u, pair_job[i], ctx.state) for u in here)]
             vecs = np.array([ctx.classes[int(ctx.pair_class[i])].vec for i in pairs], dtype=np.int64)
             for r in np.nonzero(vecs.sum(axis=0) > 0)[0].tolist():
                 nz = [k for k in range(len(pairs)) if vecs[k, r] > 0]

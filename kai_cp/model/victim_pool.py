@@ -11,7 +11,7 @@ legal victims frees on each node (the candidate selection reads it, model/candid
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 from fractions import Fraction
 
 import numpy as np
@@ -20,11 +20,14 @@ from kai_cp.actions import min_runtime
 from kai_cp.actions.allocate import GreedyResult
 from kai_cp.arrays import distinct
 from kai_cp.fairshare import allocatable
-from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo
+from kai_cp.jobs import ACTIVE_ALLOCATED, PENDING, JobInfo, TaskInfo
 from kai_cp.ordering import queue_rank, queue_tree, rank_less, request_vector, tasks_to_allocate
-from kai_cp.queues import RESOURCES
+from kai_cp.queues import RESOURCES, UNLIMITED
 from kai_cp.state import ClusterState
 from kai_cp.victim_pods import bounded, priorities, victim_pods
+
+if TYPE_CHECKING:
+    from kai_cp.model.base import ModelContext
 
 # Per pod evicted: fewest first, then cheapest (< 2 x base). In utilisation's level, so a pod
 # evicted outweighs any one pod placed (100 + GPUs x 100, model/utilisation.py).
@@ -72,6 +75,8 @@ class Pool:
     make: Callable[[int], Unit]
     kai: np.ndarray | None = None                      # per unit: KAI's actions (greedy) evicted from it
     made: dict[int, Unit] = field(default_factory=dict)
+    # (queue, priority) -> what preempting alone may free, for a reclaiming queue's jobs gate 1 refuses
+    reach_preempt: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.unit_priority)
@@ -86,11 +91,11 @@ class Pool:
     def units(self) -> list[Unit]:
         return [self.unit(i) for i in range(len(self))]
 
-    def justified(self, pair_node: np.ndarray, pair_job: list[JobInfo]) -> list[Unit]:
+    def justified(self, pair_node: np.ndarray, pair_job: list[JobInfo], may: np.ndarray) -> list[Unit]:
         """The units some candidate pair may evict (_legal): a pair on one of the unit's nodes
-        whose job preempts it or whose queue reclaims it; and those KAI's actions evicted from. In
-        unit order. The model gives only these a variable: 560 of 12,834 units on candidates'
-        nodes at 10,000 nodes."""
+        whose job preempts it or whose queue reclaims it and which gate 1 lets ask (`may`, per
+        pair: may_reclaim); and those KAI's actions evicted from. In unit order. The model gives
+        only these a variable: 560 of 12,834 units on candidates' nodes at 10,000 nodes."""
         if len(pair_node) == 0 or len(self) == 0:
             return []
         code = {q: i for i, q in enumerate(self.queue_names)}
@@ -108,18 +113,18 @@ class Pool:
         at = np.minimum(np.searchsorted(top_key, want), len(top_key) - 1)
         ok = self.unit_preempt[mu] & (top_key[at] == want) & (top_prio[at] > self.unit_priority[mu])
         for r, units in self.reclaimed_by.items():      # reclaim: a pair of a reclaiming queue there
-            nodes = pair_node[pair_queue == code.get(r, -2)]
+            nodes = pair_node[(pair_queue == code.get(r, -2)) & may]
             if len(nodes):
                 ok |= units[mu] & np.isin(mn, nodes)
         if self.kai is not None:
             ok |= self.kai[mu]
         return [self.unit(i) for i in distinct(mu[ok]).tolist()]
 
-    def legal(self, job: JobInfo) -> np.ndarray:
+    def legal(self, job: JobInfo, state: ClusterState) -> np.ndarray:
         """_legal for every unit at once."""
         code = self.queue_names.index(job.queue) if job.queue in self.queue_names else -1
         mine = self.unit_preempt & (self.unit_queue == code) & (self.unit_priority < bounded(job.priority))
-        if job.queue in self.reclaimed_by:
+        if job.queue in self.reclaimed_by and may_reclaim(state, job):
             mine = mine | self.reclaimed_by[job.queue]
         return mine
 
@@ -128,7 +133,7 @@ class Pool:
         evictions can return under that queue's limit."""
         under = np.array([any(q.name == ancestor for q in state.queue_path(name)) for name in self.queue_names],
                          dtype=bool)
-        return self.loses[self.legal(job) & under[self.unit_queue]].sum(axis=0)
+        return self.loses[self.legal(job, state) & under[self.unit_queue]].sum(axis=0)
 
 
 def _reclaim_ok_queues(state: ClusterState, classes_queues: set[str]) -> set[str]:
@@ -140,6 +145,41 @@ def _reclaim_ok_queues(state: ClusterState, classes_queues: set[str]) -> set[str
             continue
         if q.allocated["gpu"] < q.fair_share["gpu"]:
             out.add(name)
+    return out
+
+
+def may_reclaim(state: ClusterState, job: JobInfo) -> bool:
+    """Gate 1 (spec 3.7.1) with the snapshot's allocation and the job's smallest pending pod: KAI
+    lets a job reclaim only while its leaf queue, the job's request added, stays within the
+    queue's fair share in every resource, and a non-preemptible job within the queue's quota
+    too. (A vector test: a queue over its non-preemptible GPU quota reclaims nothing for a
+    non-preemptible CPU-only job.) The model's own rows then keep reclaiming queues within their
+    fair share (model/evictions.py); this keeps the jobs KAI refuses from using what reclaims free.
+    Kept per state (each cycle's state is new; state_cache.py)."""
+    known = state.__dict__.setdefault("_may_reclaim", {})
+    ok = known.get(job.name)
+    if ok is None:
+        ok = known[job.name] = _gate1(state, job)
+    return ok
+
+
+def _gate1(state: ClusterState, job: JobInfo) -> bool:
+    q = state.queues.get(job.queue)
+    asks = [t.request for t in job.tasks if t.status == PENDING]
+    if q is None or not asks:
+        return False
+    divisor = state.gpu_memory_divisor
+    least = {"cpu": min(r.cpu for r in asks), "memory": min(r.memory for r in asks),
+             "gpu": min(r.pending_gpus(divisor) for r in asks)}
+    caps = [(q.allocated, q.fair_share)] + ([] if job.preemptible else [(q.allocated_np, q.deserved)])
+    return all(cap[r] == UNLIMITED or held[r] + least[r] <= cap[r] for held, cap in caps for r in RESOURCES)
+
+
+def pairs_may_reclaim(ctx: ModelContext, pair_job: list[JobInfo]) -> np.ndarray:
+    """may_reclaim per candidate pair, once per model (evictions.py and freed_use.py read it)."""
+    out = ctx.extensions.get("pairs-may-reclaim")
+    if out is None:
+        out = ctx.extensions["pairs-may-reclaim"] = np.array([may_reclaim(ctx.state, j) for j in pair_job], dtype=bool)
     return out
 
 
@@ -542,7 +582,7 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     in_quota = np.array([_in_quota(state.queues[q]) for q in names], dtype=bool)
     cost = BASE_COST + QUOTA_COST * in_quota[unit_queue] \
         + PRIORITY_STEP * np.clip(unit_prio // 50, 0, PRIORITY_BANDS)
-    reach, loses = _reach(state, names, unit_queue, unit_prio, unit_pre, reclaimed_by, pending, rows)
+    reach, reach_preempt, loses = _reach(state, names, unit_queue, unit_prio, unit_pre, reclaimed_by, pending, rows)
     made_jobs = {int(job_at[j]): u for j, (u, _) in job_units.items()}
     members_at = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=len(heads)))])
     by_group = np.argsort(group, kind="stable")               # members grouped, in job order
@@ -581,7 +621,7 @@ def build_pool(state: ClusterState, greedy: GreedyResult, pending: list[tuple[st
     evicted = greedy.session.evictions
     kai[[n_jobs + g for g, t in zip(group.tolist(), member_task) if t.key in evicted]] = True
     return Pool(reach, rules.reclaimers, loses, names, unit_queue, unit_prio, unit_pre, reclaimed_by,
-                np.concatenate(member_unit), np.concatenate(member_node), make, kai)
+                np.concatenate(member_unit), np.concatenate(member_node), make, kai, reach_preempt=reach_preempt)
 
 
 def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -619,10 +659,11 @@ def _single_pod(job: JobInfo) -> bool:
 
 def _reach(state: ClusterState, names: list[str], unit_queue: np.ndarray, unit_prio: np.ndarray,
            unit_preempt: np.ndarray, reclaimed_by: dict[str, np.ndarray], pending: list[tuple[str, int]],
-           rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[dict[tuple[str, int], np.ndarray], np.ndarray]:
+           rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[dict, dict, np.ndarray]:
     """Per (queue, priority) of pending work, what evicting the units it may evict frees on each
-    node (_legal's rule), and what each unit may lose in all, from the units' losable pods as
-    (unit, node, request row) rows. Integer sums, so the order of the additions does not matter."""
+    node (_legal's rule), and for a reclaiming queue also what preempting alone frees (its jobs
+    gate 1 refuses); and what each unit may lose in all, from the units' losable pods as (unit,
+    node, request row) rows. Integer sums, so the order of the additions does not matter."""
     table = state.table
     task_unit, task_node, stacked = rows
     # one row per (unit, node), the rows in node order: a key's rows are then runs of nodes
@@ -636,25 +677,32 @@ def _reach(state: ClusterState, names: list[str], unit_queue: np.ndarray, unit_p
     row_unit_arr = task_unit[order][starts]
     row_node_arr = task_node[order][starts]
     code = {q: i for i, q in enumerate(names)}
-    reach: dict[tuple[str, int], np.ndarray] = {}
-    for q, p in set(pending):
-        legal = unit_preempt & (unit_queue == code.get(q, -1)) & (unit_prio < bounded(p))
-        if q in reclaimed_by:
-            legal |= reclaimed_by[q]
+    def frees(legal: np.ndarray) -> np.ndarray | None:
         pick = np.flatnonzero(legal[row_unit_arr])
         if not len(pick):
-            continue
+            return None
         nodes = row_node_arr[pick]
         head = np.ones(len(pick), dtype=bool)
         head[1:] = nodes[1:] != nodes[:-1]
         at = np.flatnonzero(head)
         arr = np.zeros_like(table.allocatable)
         arr[nodes[at]] = np.add.reduceat(vecs[pick], at, axis=0)
-        if arr.any():
+        return arr if arr.any() else None
+
+    reach: dict[tuple[str, int], np.ndarray] = {}
+    reach_preempt: dict[tuple[str, int], np.ndarray] = {}
+    for q, p in set(pending):
+        preempt = unit_preempt & (unit_queue == code.get(q, -1)) & (unit_prio < bounded(p))
+        arr = frees(preempt | reclaimed_by[q] if q in reclaimed_by else preempt)
+        if arr is not None:
             reach[(q, p)] = arr
+        if q in reclaimed_by:
+            arr = frees(preempt)
+            if arr is not None:
+                reach_preempt[(q, p)] = arr
     loses = np.zeros((len(unit_prio), table.allocatable.shape[1]), dtype=table.allocatable.dtype)
     np.add.at(loses, row_unit_arr, vecs)
-    return reach, loses
+    return reach, reach_preempt, loses
 
 
 def _preempts(u: Unit, job: JobInfo) -> bool:
@@ -662,14 +710,19 @@ def _preempts(u: Unit, job: JobInfo) -> bool:
     return u.preempt and job.queue == u.queue and job.priority > u.priority
 
 
-def _legal(u: Unit, job: JobInfo) -> bool:
+def _legal(u: Unit, job: JobInfo, state: ClusterState) -> bool:
     """May this job's pods use what evicting unit u frees (preempt or reclaim)?"""
-    return _preempts(u, job) or job.queue in u.reclaimers
+    return _preempts(u, job) or (job.queue in u.reclaimers and may_reclaim(state, job))
 
 
 def pending_keys(classes) -> list[tuple[str, int]]:
     return sorted({(c.job.queue, c.job.priority) for c in classes})
 
 
-def reach_for(pool: Pool | None, job: JobInfo) -> np.ndarray | None:
-    return None if pool is None else pool.reach.get((job.queue, job.priority))
+def reach_for(pool: Pool | None, job: JobInfo, state: ClusterState) -> np.ndarray | None:
+    if pool is None:
+        return None
+    key = (job.queue, job.priority)
+    if job.queue in pool.reclaimed_by and not may_reclaim(state, job):
+        return pool.reach_preempt.get(key)
+    return pool.reach.get(key)
