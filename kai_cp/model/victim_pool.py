@@ -137,7 +137,8 @@ class Pool:
 
 
 def _reclaim_ok_queues(state: ClusterState, classes_queues: set[str]) -> set[str]:
-    """Queues that may reclaim: below their fair share in GPUs now (gate 1's spirit)."""
+    """Queues that may reclaim: below their fair share in GPUs now. Which of their jobs may is
+    gate 1's own test, per job (may_reclaim)."""
     out = set()
     for name in classes_queues:
         q = state.queues.get(name)
