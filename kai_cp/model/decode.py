@@ -8,7 +8,7 @@ import numpy as np
 from kai_cp.actions.allocate import should_pipeline
 from kai_cp.model.base import ModelContext
 from kai_cp.model.candidates import greedy_class_nodes, pair_counts
-from kai_cp.model.victim_pool import _legal, may_reclaim
+from kai_cp.model.victim_pool import _legal, _reclaims
 from kai_cp.model.gpu_sharing import place_shared_chunk
 from kai_cp.actions.preempt import preempt_message
 from kai_cp.actions.reclaim import reclaim_message
@@ -139,7 +139,7 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
         # may reclaim it places a pod on its nodes: the nearest reclaiming queue is its
         # preemptor then, even one bound on idle capacity (it waits for the victim from now on).
         near_all = max((_near(j.queue, u.queue) for n in nodes for _, j in ordered.get(n, [])
-                        if j.queue in u.reclaimers and may_reclaim(state, j)), default=-1)
+                        if _reclaims(u, j, state)), default=-1)
         # A job pipelined on any of the victim's nodes before one bound on idle capacity: an
         # eviction's preemptor waits for it (a gang victim frees all its nodes at once).
         for bound_too in (False, True):
@@ -148,7 +148,7 @@ def _attribute(ctx: ModelContext, session: Session, victims: list) -> None:
                 for bound, j in ordered.get(n, []):
                     if bound and not bound_too:
                         break
-                    if j.queue in u.reclaimers and may_reclaim(state, j):
+                    if _reclaims(u, j, state):
                         # Among reclaiming queues the one nearest the victim's in the tree: the
                         # model gates a unit at a level only when no queue inside it places there
                         # (evictions.py, gate 2).

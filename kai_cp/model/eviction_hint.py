@@ -23,7 +23,7 @@ import numpy as np
 
 from kai_cp.model.base import ModelContext
 from kai_cp.model.evictions import _ub
-from kai_cp.model.victim_pool import _legal, _preempts
+from kai_cp.model.victim_pool import _legal, _preempts, _reclaims
 
 
 def improve_hint(ctx: ModelContext) -> int:
@@ -207,7 +207,7 @@ def _plan(ctx, em, c, need: int, pairs: list[int], avail: np.ndarray, on_node: d
     reclaims = c.job.queue in em.r_of and val(em.r_of[c.job.queue])
     for n, entries in freed_on.items():
         for u, amount in entries:
-            if not (_preempts(u, c.job) or (reclaims and _legal(u, c.job, ctx.state))):
+            if not (_preempts(u, c.job) or (reclaims and _reclaims(u, c.job, ctx.state))):
                 fenced[n] += amount
     avail -= fenced
     allow = list(allow_used)

@@ -711,9 +711,14 @@ def _preempts(u: Unit, job: JobInfo) -> bool:
     return u.preempt and job.queue == u.queue and job.priority > u.priority
 
 
+def _reclaims(u: Unit, job: JobInfo, state: ClusterState) -> bool:
+    """May this job reclaim unit u (its queue may, and gate 1 lets the job ask)?"""
+    return job.queue in u.reclaimers and may_reclaim(state, job)
+
+
 def _legal(u: Unit, job: JobInfo, state: ClusterState) -> bool:
     """May this job's pods use what evicting unit u frees (preempt or reclaim)?"""
-    return _preempts(u, job) or (job.queue in u.reclaimers and may_reclaim(state, job))
+    return _preempts(u, job) or _reclaims(u, job, state)
 
 
 def pending_keys(classes) -> list[tuple[str, int]]:
