@@ -26,10 +26,12 @@ where the views accept every object (the 48-node example's process 0.51 -> 0.42 
 from __future__ import annotations
 
 import copy
+import errno
 import io
 import json
 import os
 import re
+import stat
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
@@ -709,8 +711,25 @@ def dump_snapshot(
 
 def write_json_atomic(path: PathLike, doc: Any, *, indent: Optional[int] = 2) -> None:
     """Write JSON to `path` via a temp file in the same folder + rename: readers never
-    see a partial file, and a failure (bad value, full disk) leaves no output at all."""
-    target = os.path.abspath(os.fspath(path))
+    see a partial file, and a failure (bad value, full disk) leaves no output at all.
+
+    The rename replaces what the path finally names (a symlink's target, not the link), and
+    only a regular file: a device, FIFO or socket (`-o /dev/null`, `-o /dev/stdout`, a process
+    substitution) is written in place, after the whole document has been serialised, since
+    renaming over it would put a regular file where the device was (as root, for /dev/null, for
+    every program on the machine)."""
+    target = os.path.realpath(os.fspath(path))
+    try:
+        st: Optional[os.stat_result] = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", os.fspath(path))
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        text = json.dumps(doc, indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
     folder = os.path.dirname(target)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
     try:
@@ -719,11 +738,7 @@ def write_json_atomic(path: PathLike, doc: Any, *, indent: Optional[int] = 2) ->
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
-        try:
-            mode = os.stat(target).st_mode & 0o777
-        except OSError:
-            mode = 0o644
-        os.chmod(tmp, mode)
+        os.chmod(tmp, stat.S_IMODE(st.st_mode) if st is not None else 0o644)
         os.replace(tmp, target)
     except BaseException:
         try:

@@ -7,8 +7,10 @@ import copy
 import io
 import json
 import os
+import stat
 import sys
 import tempfile
+import threading
 import zipfile
 from pathlib import Path
 
@@ -466,6 +468,54 @@ def test_write_snapshot_is_atomic(tmp_path):
         write_json_atomic(tmp_path / "new.json", {"x": object()})
     assert target.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]  # no partial or temp file
+
+
+def test_write_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_path):
+    real = tmp_path / "real.json"
+    real.write_text("{}")
+    real.chmod(0o600)
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    write_json_atomic(link, {"a": 1})
+    assert link.is_symlink() and link.resolve() == real
+    assert json.loads(real.read_text()) == {"a": 1}
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX only")
+def test_write_to_a_fifo_writes_in_place_and_leaves_it_a_fifo(tmp_path):
+    """`-o /dev/null` or a pipe: renaming a temp file over it would replace the device with a
+    regular file (as root, /dev/null for the whole machine)."""
+    fifo = tmp_path / "out.pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    write_json_atomic(fifo, {"a": [1, 2]})
+    reader.join(timeout=10)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert json.loads(got[0]) == {"a": [1, 2]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.pipe"]
+
+
+def test_write_to_a_device_keeps_the_device():
+    before = os.stat(os.devnull)
+    write_json_atomic(os.devnull, {"a": 1})
+    after = os.stat(os.devnull)
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev
+
+
+def test_a_bad_value_writes_nothing_to_a_device_either(tmp_path):
+    fifo = tmp_path / "out.pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError):   # raised before the pipe is opened: no reader is needed
+        write_json_atomic(fifo, {"x": float("nan")})
+
+
+def test_write_to_a_folder_fails_cleanly(tmp_path):
+    with pytest.raises(IsADirectoryError):
+        write_json_atomic(tmp_path, {})
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_write_into_missing_folder_fails_cleanly(tmp_path):
