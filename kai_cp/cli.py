@@ -73,11 +73,12 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kai-cp", description="KAI-Scheduler compatible scheduler: one CP-SAT model per cycle")
     sub = ap.add_subparsers(dest="command", required=True)
     s = sub.add_parser("solve", help="run one scheduling cycle on a snapshot and print its decisions")
-    s.add_argument("snapshot", help="KAI snapshot: the ZIP served at /get-snapshot, or its snapshot.json")
-    s.add_argument("-o", "--output", help="write the decisions here instead of stdout")
+    s.add_argument("snapshot", help="KAI snapshot: the ZIP served at /get-snapshot, or its snapshot.json; - reads "
+                                    "standard input")
+    s.add_argument("-o", "--output", help="write the decisions here instead of stdout (- is stdout)")
     _solver_options(s)
     m = sub.add_parser("simulate", help="run several cycles, applying each cycle's decisions")
-    m.add_argument("snapshot")
+    m.add_argument("snapshot", help="as for solve")
     m.add_argument("--cycles", type=_positive_int, required=True)
     m.add_argument("--output", required=True, help="RESULT.json: final pods and every cycle's decisions")
     m.add_argument("--snapshot-out", help="also write the final cluster state as a snapshot")
@@ -117,9 +118,32 @@ def _state(loaded):
         return build_cluster_state(loaded)
 
 
+class OutputError(Exception):
+    """An output path that cannot be written: said before any work is done."""
+
+
+def _check_output(path: str | None, flag: str) -> None:
+    """Refuse an output path that cannot be written before the cycles run, so a long simulation
+    is not lost to a typo, and a command with two outputs never writes one of them alone (the
+    write can still fail later, on a full disk: it then leaves no file, loader.write_json_atomic)."""
+    if path is None or path == "-":
+        return
+    target = os.path.realpath(path)
+    if os.path.isdir(target):
+        raise OutputError(f"{flag} {path}: is a folder; give a file name")
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        raise OutputError(f"{flag} {path}: folder {os.path.dirname(path) or folder} does not exist")
+    if not os.path.exists(target) and not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"{flag} {path}: folder {os.path.dirname(path) or folder} is not writable")
+    if os.path.exists(target) and not os.access(target, os.W_OK):
+        raise OutputError(f"{flag} {path}: file is not writable")
+
+
 def _solve(args: argparse.Namespace) -> int:
     from kai_cp.cycle import run_cycle
     from kai_cp.loader import write_json_atomic
+    _check_output(args.output, "-o")
     loaded = _load(args.snapshot, views=True)
     state = _state(loaded)
     result = run_cycle(state, _settings(args))
@@ -128,7 +152,7 @@ def _solve(args: argparse.Namespace) -> int:
     if args.verbose:
         print(result.solver_log, file=sys.stderr)
     doc = result.to_json()
-    if args.output:
+    if args.output and args.output != "-":
         write_json_atomic(args.output, doc)
     else:
         json.dump(doc, sys.stdout, indent=2)
@@ -139,14 +163,21 @@ def _solve(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from kai_cp.loader import write_json_atomic
     from kai_cp.simulate import simulate
+    _check_output(args.output, "--output")
+    _check_output(args.snapshot_out, "--snapshot-out")
+    if args.output == "-" and args.snapshot_out == "-":
+        raise OutputError("--output and --snapshot-out cannot both be standard output")
     loaded = _load(args.snapshot)
     show = args.progress == "always" or (args.progress == "auto" and sys.stderr.isatty())
     result, final = simulate(loaded, args.cycles, _settings(args), progress=show)
     if _FAST_EXIT:
         _KEEP.append((loaded, result, final))
-    write_json_atomic(args.output, result)
-    if args.snapshot_out:
-        write_json_atomic(args.snapshot_out, final)
+    for path, doc in ((args.output, result), (args.snapshot_out, final)):
+        if path == "-":
+            json.dump(doc, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        elif path:
+            write_json_atomic(path, doc)
     return 0
 
 
@@ -161,8 +192,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SnapshotError as e:
         print(f"kai-cp: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader of stdout left (`kai-cp solve X | head`): quiet, as a tool killed by SIGPIPE
+        # is; stdout is pointed at the null device so the interpreter's last flush fails no more
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 128 + 13
+    except OutputError as e:
+        print(f"kai-cp: error: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
-        print(f"kai-cp: error: cannot write output: {e}", file=sys.stderr)
+        where = f" {e.filename}" if e.filename else ""
+        print(f"kai-cp: error: cannot write output{where}: {e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

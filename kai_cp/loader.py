@@ -32,6 +32,7 @@ import json
 import os
 import re
 import stat
+import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
@@ -115,8 +116,12 @@ def load_snapshot(path: PathLike, *, views: bool = False) -> LoadedSnapshot:
     imported at all unless a view refuses an object, but such a snapshot cannot be written back
     (`dump_snapshot` refuses it). For a one-cycle run (`kai-cp solve`)."""
     name = os.fspath(path)
+    data = _read_file(name)
+    if name == STDIN:
+        name = STDIN_NAME
     with _gc_paused():
-        payload, where = _payload(_read_file(name), name)
+        payload, where = _payload(data, name)
+        del data
         if views:
             try:
                 doc = _decode_with_views_json(payload)
@@ -127,7 +132,18 @@ def load_snapshot(path: PathLike, *, views: bool = False) -> LoadedSnapshot:
         return _load_dict(_parse_json(payload, where), name, True)
 
 
+#: The path that names standard input (`curl .../get-snapshot | kai-cp solve -`), and how
+#: messages name it.
+STDIN = "-"
+STDIN_NAME = "standard input"
+
+
 def _read_file(name: str) -> bytes:
+    if name == STDIN:
+        try:
+            return sys.stdin.buffer.read()
+        except (OSError, ValueError, AttributeError) as exc:   # closed, or no byte stream
+            raise SnapshotError(STDIN_NAME, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         with open(name, "rb") as f:
             return f.read()
@@ -731,7 +747,10 @@ def write_json_atomic(path: PathLike, doc: Any, *, indent: Optional[int] = 2) ->
             f.write(text)
         return
     folder = os.path.dirname(target)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+    except OSError as exc:     # named by the user's path, not the temp file's
+        raise OSError(exc.errno, exc.strerror, os.fspath(path)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=indent, allow_nan=False, ensure_ascii=False)

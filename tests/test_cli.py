@@ -294,6 +294,76 @@ def test_unwritable_output_is_a_clean_error(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_unwritable_output_names_the_users_path_not_a_temp_file(tmp_path, capsys):
+    f = write(tmp_path / "snap.json", sample_doc())
+    for out, word in ((tmp_path / "no-such-dir" / "o.json", "does not exist"), (tmp_path, "folder")):
+        rc, stdout, err = _run(capsys, ["solve", str(f), "-o", str(out), "--engine", "greedy"])
+        assert rc == 2 and stdout == ""
+        assert str(out) in err and word in err and ".tmp-" not in err, err
+
+
+def test_simulate_checks_both_outputs_before_it_runs(tmp_path, capsys, monkeypatch):
+    """A bad --snapshot-out used to be found after the cycles ran, with RESULT.json already
+    written: one of the two outputs, and the run's time lost."""
+    import kai_cp.simulate as simulate_module
+    f = write(tmp_path / "snap.json", sample_doc())
+    ran: list[int] = []
+    real = simulate_module.simulate
+    monkeypatch.setattr(simulate_module, "simulate", lambda *a, **k: ran.append(1) or real(*a, **k))
+    result = tmp_path / "result.json"
+    rc, _, err = _run(capsys, ["simulate", str(f), "--cycles", "2", "--output", str(result),
+                               "--snapshot-out", str(tmp_path / "missing" / "final.json"), "--engine", "greedy"])
+    assert rc == 2 and "--snapshot-out" in err and "does not exist" in err, err
+    assert not ran and not result.exists()
+    assert sorted(os.listdir(tmp_path)) == ["snap.json"]
+
+
+def test_dash_reads_the_snapshot_from_stdin_and_writes_to_stdout(tmp_path):
+    """`curl .../get-snapshot | kai-cp solve -`: a ZIP or its JSON, by content, as from a file."""
+    data = json.dumps(sample_doc()).encode()
+    f = write(tmp_path / "snap.json", sample_doc())
+    from_file = subprocess.run([sys.executable, "-m", "kai_cp", "solve", str(f), "--engine", "greedy"], cwd=REPO,
+                               capture_output=True, timeout=120)
+    assert from_file.returncode == 0, from_file.stderr
+    for payload in (data, _zip_bytes({"snapshot.json": data})):
+        p = subprocess.run([sys.executable, "-m", "kai_cp", "solve", "-", "-o", "-", "--engine", "greedy"], cwd=REPO,
+                           input=payload, capture_output=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["binds"] == json.loads(from_file.stdout)["binds"]
+    empty = subprocess.run([sys.executable, "-m", "kai_cp", "solve", "-"], cwd=REPO, input="",
+                           capture_output=True, text=True, timeout=120)
+    assert empty.returncode == 2 and empty.stdout == ""
+    assert empty.stderr.strip() == "kai-cp: error: standard input: file is empty"
+
+
+def test_simulate_result_to_stdout_with_the_snapshot_to_a_file(tmp_path):
+    f = write(tmp_path / "snap.json", sample_doc())
+    final = tmp_path / "final.json"
+    p = subprocess.run([sys.executable, "-m", "kai_cp", "simulate", str(f), "--cycles", "2", "--output", "-",
+                        "--snapshot-out", str(final), "--engine", "greedy"], cwd=REPO, capture_output=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert len(json.loads(p.stdout)["cycles"]) == 2
+    assert load_snapshot(final).snapshot.raw_objects.pods
+    both = subprocess.run([sys.executable, "-m", "kai_cp", "simulate", str(f), "--cycles", "1", "--output", "-",
+                           "--snapshot-out", "-"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert both.returncode == 2 and "both be standard output" in both.stderr
+
+
+def test_a_reader_that_leaves_early_gets_no_error(tmp_path):
+    """`kai-cp simulate X --output - | head`: the closed pipe ends the command quietly, as SIGPIPE
+    would. (The example's result, ~120 KB, is more than a pipe holds, so the write meets the
+    closed end.)"""
+    p = subprocess.Popen([sys.executable, "-m", "kai_cp", "simulate", str(REPO / "examples" / "cluster-snapshot.zip"),
+                          "--cycles", "1", "--output", "-", "--engine", "greedy"], cwd=REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    p.stdout.read(1)      # the first byte, then the reader goes
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 128 + 13     # ended by the closed pipe, not after writing it all
+    assert err == "", err
+
+
 def test_existing_output_is_not_clobbered_by_a_failed_run(tmp_path, capsys):
     out = tmp_path / "out.json"
     out.write_text('{"previous": true}')

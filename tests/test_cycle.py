@@ -111,6 +111,25 @@ def test_incomplete_gang_is_not_placed_at_all(engine: str) -> None:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("unplaceable", ["resource", "selector"])
+def test_a_gang_with_a_pod_no_node_can_take_places_none_of_its_pods(engine: str, unplaceable: str) -> None:
+    """Regression (found by test_cli's byte fuzzing: a request key "memory" cut to "memoy"): a
+    pod asking for a resource no node has was left out of the model's classes, and the gang rows
+    then left its PodSet's other pods free of the job's start: cp-sat bound one of two."""
+    c = Cluster().node("n1", gpus=4).queue("q")
+    c.job("gang", "q", pods=1, gpus=1, min_member=2)
+    odd = cg.pod("gang-odd", "gang", queue_name="q",
+                 node_selector={"zone": "nowhere"} if unplaceable == "selector" else None)
+    if unplaceable == "resource":
+        odd["spec"]["containers"][0]["resources"]["requests"]["example.com/fpga"] = "1"
+    c.pods.append(odd)
+    c.job("solo", "q", pods=1, gpus=1)
+    out = cycle(c.doc(), engine).to_json()
+    assert placed(out) == {"default/solo-0": "n1"}
+    assert "2 are required" in " ".join(reasons(out, "gang"))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_gang_that_fits_is_placed_whole_across_nodes(engine: str) -> None:
     doc = Cluster().node("n1", gpus=4).node("n2", gpus=2).queue("q").job("gang", "q", pods=3, gpus=2).doc()
     out = cycle(doc, engine).to_json()

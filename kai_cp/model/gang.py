@@ -44,7 +44,12 @@ class Gang:
                 need = max(0, ps.min_available - ps.active_allocated)
                 total = cp_model.LinearExpr.sum([ctx.x[p] for p in pairs]) if pairs else 0
                 if need > modelled or (need > 0 and not pairs):
+                    # The PodSet cannot reach its minimum (a pod of it has no candidate node, or
+                    # its classes were left out): the job does not start, and none of the pods
+                    # that could be placed is, as the rows below would say with start at 0.
                     m.add(start == 0)
+                    if pairs:
+                        m.add(total == 0)
                     continue
                 if pairs:
                     m.add(total >= need * start)
