@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 from kai_cp.cycle import (DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES, CycleSettings, load_engine,
                           run_cycle)
+from kai_cp.defaults import positive_int, positive_seconds, solver_seed
 from kai_cp.gcpause import collected_after
 from kai_cp.loader import dump_snapshot
 from kai_cp.state_cache import StateBuilder
@@ -132,10 +133,10 @@ def parser() -> argparse.ArgumentParser:
     _flag(c, "--evict-with-delete", False, "evict by deleting pods, as KAI does, instead of the eviction API "
           "(which respects PodDisruptionBudgets)")
     c.add_argument("--engine", choices=ENGINES, default="cp-sat", help="decision engine (default cp-sat)")
-    c.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT,
+    c.add_argument("--time-limit", type=positive_seconds, default=DEFAULT_TIME_LIMIT,
                    help=f"seconds for each cycle's decisions (default {DEFAULT_TIME_LIMIT})")
-    c.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"solver seed (default {DEFAULT_SEED})")
-    c.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help=f"solver workers (default {DEFAULT_WORKERS})")
+    c.add_argument("--seed", type=solver_seed, default=DEFAULT_SEED, help=f"solver seed (default {DEFAULT_SEED})")
+    c.add_argument("--workers", type=positive_int, default=DEFAULT_WORKERS, help=f"solver workers (default {DEFAULT_WORKERS})")
     c.add_argument("--leader-elect-lease-duration", type=_duration, default=15.0, help="Lease duration (default 15s, as KAI)")
     c.add_argument("--leader-elect-renew-deadline", type=_duration, default=10.0,
                    help="stop applying when not renewed for this long; must be below the lease duration (default 10s)")

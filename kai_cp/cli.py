@@ -8,12 +8,14 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import sys
 import traceback
 from typing import Sequence
 
-from kai_cp.defaults import DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES
+from kai_cp.defaults import (DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES, positive_int, positive_seconds,
+                             solver_seed)
 from kai_cp.errors import SnapshotError
 
 # The engine (pydantic models, numpy, OR-Tools) is imported by the commands that use it, not
@@ -25,27 +27,17 @@ _FAST_EXIT = False
 _KEEP: list = []
 
 
-def _positive_float(text: str) -> float:
-    v = float(text)
-    if not v > 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    v = int(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return v
-
-
 def _instant(text: str) -> float:
     """An RFC 3339 time with its offset (2025-01-01T12:00:00Z) or epoch seconds."""
     from datetime import datetime
     try:
-        return float(text)
+        v = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"not a finite number of epoch seconds: {text!r}")
+        return v
     try:
         ts = datetime.fromisoformat(text)
     except ValueError:
@@ -57,10 +49,10 @@ def _instant(text: str) -> float:
 
 def _solver_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, default="cp-sat", help="decision engine (default cp-sat)")
-    p.add_argument("--time-limit", type=_positive_float, default=DEFAULT_TIME_LIMIT,
+    p.add_argument("--time-limit", type=positive_seconds, default=DEFAULT_TIME_LIMIT,
                    help=f"seconds for the whole cycle; the solver gets what building left (default {DEFAULT_TIME_LIMIT})")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"solver random seed (default {DEFAULT_SEED})")
-    p.add_argument("--workers", type=_positive_int, default=DEFAULT_WORKERS,
+    p.add_argument("--seed", type=solver_seed, default=DEFAULT_SEED, help=f"solver random seed (default {DEFAULT_SEED})")
+    p.add_argument("--workers", type=positive_int, default=DEFAULT_WORKERS,
                    help=f"solver worker threads (default {DEFAULT_WORKERS}); fixed so decisions are reproducible")
     p.add_argument("-v", "--verbose", action="store_true", help="solver log and timings on stderr")
     p.add_argument("--now", type=_instant, default=None, metavar="TIME",
@@ -79,7 +71,7 @@ def parser() -> argparse.ArgumentParser:
     _solver_options(s)
     m = sub.add_parser("simulate", help="run several cycles, applying each cycle's decisions")
     m.add_argument("snapshot", help="as for solve")
-    m.add_argument("--cycles", type=_positive_int, required=True)
+    m.add_argument("--cycles", type=positive_int, required=True)
     m.add_argument("--output", required=True, help="RESULT.json: final pods and every cycle's decisions")
     m.add_argument("--snapshot-out", help="also write the final cluster state as a snapshot")
     m.add_argument("--progress", choices=("auto", "always", "never"), default="auto",

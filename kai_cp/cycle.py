@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
+import numbers
 import os
 import time
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ from kai_cp.session import Session
 from kai_cp.state import ClusterState
 from kai_cp.validate import violations
 
-from kai_cp.defaults import DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES  # noqa: F401 (re-exported)
+from kai_cp.defaults import DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES, SEED_MAX, SEED_MIN  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:        # (the model's modules import OR-Tools: only cp-sat cycles load them)
     from kai_cp.model.base import ModelContext
@@ -84,6 +86,21 @@ class CycleSettings:
     workers: int = DEFAULT_WORKERS
     log: bool = False
     now: float | None = None          # the cycle's clock (epoch seconds) for time-based rules; None: time.time()
+
+    def __post_init__(self) -> None:
+        """Settings no cycle can run with are refused here, for scripts and notebooks as the
+        command line refuses them: a seed past 32 bits failed every model (a silent fallback to
+        KAI's decisions), an infinite limit failed writing the cycle's clock."""
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; choose one of {', '.join(ENGINES)}")
+        if not (self.time_limit > 0 and math.isfinite(self.time_limit)):
+            raise ValueError(f"time_limit must be a finite number of seconds > 0, not {self.time_limit!r}")
+        if not (isinstance(self.seed, numbers.Integral) and SEED_MIN <= self.seed <= SEED_MAX):
+            raise ValueError(f"seed must be a 32-bit integer ({SEED_MIN} to {SEED_MAX}), not {self.seed!r}")
+        if not (isinstance(self.workers, numbers.Integral) and self.workers >= 1):
+            raise ValueError(f"workers must be an integer >= 1, not {self.workers!r}")
+        if self.now is not None and not math.isfinite(self.now):
+            raise ValueError(f"now must be finite epoch seconds, not {self.now!r}")
 
 
 @dataclass
@@ -252,8 +269,6 @@ def run_cycle(state: ClusterState, settings: CycleSettings = CycleSettings()) ->
 
 
 def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
-    if settings.engine not in ENGINES:
-        raise ValueError(f"unknown engine {settings.engine!r}; choose one of {', '.join(ENGINES)}")
     if settings.engine == "cp-sat":
         # Imported here, before the clock starts: OR-Tools (with pandas) is ~0.5 s of start-up
         # that greedy-only runs and `kai-cp --help` skip.

@@ -7,7 +7,8 @@ format of interfaces.md section 1: nodes with 0/2/4/8 GPUs, some tainted, cordon
 labelled; a 1-3 level queue tree with quotas (including -1, 0 and fractional GPU quotas),
 limits (including -1 and tight ones), weights and priorities; PodGroups with gangs, sub-groups,
 elastic pods, priority classes, explicit preemptibility, node selectors, node affinity and
-tolerations; running, bound, binding, releasing and finished pods on nodes that fit them; and
+tolerations; an extended resource (example.com/fpga) some nodes offer and a few pending pods ask
+for; running, bound, binding, releasing and finished pods on nodes that fit them; and
 pending pods. A Topology (zone and rack, rack names repeated across zones; some nodes lack the
 labels) with required and preferred constraints on jobs and sub-groups (some naming a missing
 topology or level), and jobs whose pods must share a zone or keep one per node (pod affinity).
@@ -31,6 +32,7 @@ SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 QUEUE_LABEL = "kai.scheduler/queue"
 NODE_POOL_LABEL = "kai.scheduler/node-pool"
 GPU = "nvidia.com/gpu"
+EXTENDED = "example.com/fpga"     # an extended resource some generated nodes offer
 TOPOLOGY = "net"
 TOPOLOGY_LEVELS = ("topo/zone", "topo/rack")      # rack names repeat across zones: distinct domains
 GI = 1024 ** 3
@@ -57,9 +59,11 @@ def mem_q(nbytes: int) -> str:
 
 def node(name: str, gpus: int = 0, cpu_m: int = 32_000, mem_b: int = 128 * GI, pods: int = 110,
          labels: dict[str, str] | None = None, taints: Iterable[tuple[str, str, str]] = (),
-         unschedulable: bool = False, ready: str = "True", pressure: str | None = None) -> dict[str, Any]:
+         unschedulable: bool = False, ready: str = "True", pressure: str | None = None,
+         extended: dict[str, str] | None = None) -> dict[str, Any]:
     """A Node as the API server returns it. ready: status of the Ready condition
-    ("True", "False", "Unknown"); pressure: a pressure condition type set to "True"."""
+    ("True", "False", "Unknown"); pressure: a pressure condition type set to "True";
+    extended: other allocatable resources (name -> quantity)."""
     labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **(labels or {})}
     if gpus:
         labels.setdefault("nvidia.com/gpu.count", str(gpus))
@@ -79,6 +83,7 @@ def node(name: str, gpus: int = 0, cpu_m: int = 32_000, mem_b: int = 128 * GI, p
     alloc = {"cpu": cpu_q(cpu_m), "memory": mem_q(mem_b), "pods": str(pods)}
     if gpus:
         alloc[GPU] = str(gpus)
+    alloc.update(extended or {})
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "uid": f"uid-node-{name}", "resourceVersion": "1",
                          "creationTimestamp": ts(-90 * 86400), "labels": labels},
@@ -308,7 +313,8 @@ def _draw_nodes(draw, max_nodes: int) -> list[dict]:
             pods=draw(st.sampled_from([3, 5, 16, 110])), labels=labels, taints=taints,
             unschedulable=condition == "unschedulable",
             ready={"notready": "False", "unknown": "Unknown"}.get(condition, "True"),
-            pressure="MemoryPressure" if condition == "pressure" else None))
+            pressure="MemoryPressure" if condition == "pressure" else None,
+            extended={EXTENDED: "2"} if _chance(draw, 15) else None))
     return out
 
 
@@ -480,6 +486,10 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
                             pods.append(reservation_pod(f"res-{g}", where, g))
                 if state == "Pending" and _chance(draw, 3):
                     pods[-1]["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+                if state == "Pending" and _chance(draw, 6):
+                    # a device plugin's resource that only some nodes (or none) have: the pod's
+                    # gang cannot start where it fits nowhere (a model bug let its siblings bind)
+                    pods[-1]["spec"]["containers"][0]["resources"]["requests"][EXTENDED] = "1"
                 if state == "Binding":
                     binds.append(bind_request(pname, ns, where))
     config = None

@@ -569,3 +569,33 @@ def test_simulate_shows_progress_on_long_runs(mode: str, shown: bool, tmp_path: 
     err = capsys.readouterr().err
     assert ("simulate: 100%" in err and "2/2" in err) == shown, err
     assert len(json.loads(out.read_text())["cycles"]) == 2
+
+
+@pytest.mark.parametrize("flag,value", [("--time-limit", "inf"), ("--time-limit", "nan"), ("--time-limit", "0"),
+                                        ("--seed", str(2**31)), ("--seed", str(-2**31 - 1)), ("--workers", "0"),
+                                        ("--now", "nan"), ("--now", "1e400")])
+def test_settings_no_cycle_can_run_with_are_refused_up_front(flag, value, tmp_path, capsys):
+    """`--time-limit inf` ran the cycle and then failed writing its clock (an internal error); a
+    seed past 32 bits failed every model, a silent fallback to KAI's decisions."""
+    f = write(tmp_path / "snap.json", sample_doc())
+    out = tmp_path / "o.json"
+    with pytest.raises(SystemExit) as e:
+        main(["solve", str(f), "-o", str(out), f"{flag}={value}"])
+    assert e.value.code == 2 and not out.exists()
+    assert flag in capsys.readouterr().err
+
+
+def test_the_largest_seed_runs_the_model(tmp_path, capsys):
+    f = write(tmp_path / "snap.json", sample_doc())
+    rc, out, err = _run(capsys, ["solve", str(f), "--seed", str(2**31 - 1)])
+    assert rc == 0, err
+    cycle = json.loads(out)["cycle"]
+    assert cycle["seed"] == 2**31 - 1 and "modelFault" not in cycle and cycle["status"] != "FALLBACK"
+
+
+@pytest.mark.parametrize("field,value", [("engine", "bogus"), ("time_limit", float("inf")), ("time_limit", 0),
+                                         ("seed", 2**40), ("workers", 0), ("now", float("nan"))])
+def test_cycle_settings_refuse_what_no_cycle_can_run_with(field, value):
+    from kai_cp.cycle import CycleSettings
+    with pytest.raises(ValueError, match=field):
+        CycleSettings(**{field: value})
