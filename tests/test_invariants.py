@@ -37,7 +37,7 @@ from hypothesis import HealthCheck, event, given, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from clustergen import clusters  # noqa: E402
+from clustergen import EXTENDED, clusters  # noqa: E402
 
 from kai_cp.cycle import CycleSettings, run_cycle  # noqa: E402
 from kai_cp.loader import load_snapshot_dict  # noqa: E402
@@ -45,7 +45,7 @@ from kai_cp.state import build_cluster_state  # noqa: E402
 from kai_cp.validate import violations  # noqa: E402
 
 TIME_LIMIT = 0.5
-RES = ("cpu", "memory", "gpu", "pods")
+RES = ("cpu", "memory", "gpu", "pods", EXTENDED)
 QRES = ("cpu", "memory", "gpu")
 _SUFFIX = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9,
            "T": 10 ** 12, "m": Fraction(1, 1000)}
@@ -68,9 +68,9 @@ def pod_request(p: dict) -> dict[str, Fraction]:
     """Containers summed, init containers max'ed in; cpu in millicores, memory in bytes."""
     def one(reqs: dict) -> dict[str, Fraction]:
         return {"cpu": quantity(reqs.get("cpu", "0")) * 1000, "memory": quantity(reqs.get("memory", "0")),
-                "gpu": quantity(reqs.get("nvidia.com/gpu", "0"))}
+                "gpu": quantity(reqs.get("nvidia.com/gpu", "0")), EXTENDED: quantity(reqs.get(EXTENDED, "0"))}
     spec = p["spec"]
-    total = {"cpu": Fraction(0), "memory": Fraction(0), "gpu": Fraction(0)}
+    total = {"cpu": Fraction(0), "memory": Fraction(0), "gpu": Fraction(0), EXTENDED: Fraction(0)}
     for c in spec.get("containers", []):
         for k, v in one(c.get("resources", {}).get("requests", {})).items():
             total[k] += v
@@ -97,7 +97,8 @@ class Raw:
         self.alloc = {name: {"cpu": quantity(n["status"]["allocatable"].get("cpu", "0")) * 1000,
                              "memory": quantity(n["status"]["allocatable"].get("memory", "0")),
                              "gpu": quantity(n["status"]["allocatable"].get("nvidia.com/gpu", "0")),
-                             "pods": quantity(n["status"]["allocatable"].get("pods", "0"))}
+                             "pods": quantity(n["status"]["allocatable"].get("pods", "0")),
+                             EXTENDED: quantity(n["status"]["allocatable"].get(EXTENDED, "0"))}
                       for name, n in self.nodes.items()}
         self.pods = {key(p): p for p in raw["pods"]}
         self.request = {k: pod_request(p) for k, p in self.pods.items()}
@@ -603,6 +604,25 @@ def test_checker_catches_each_kind_of_violation() -> None:
     four = {"default/s-0": "n1", "default/g-0": "n1", "default/g-1": "n1", "default/np-0": "n1"}
     assert "node n1: pods" in errors(four)                                         # 4 pods > 3 pod slots
     assert "no unschedulable reason" in " ".join(check_decisions(raw, _decided({}, unschedulable=())))
+
+
+def test_checker_counts_extended_resources() -> None:
+    import clustergen as cg
+
+    doc = _doc_for_checker()
+    doc["rawObjects"]["nodes"].append(cg.node("n5", extended={EXTENDED: "1"}))
+    for name in ("x-0", "x-1"):
+        p = cg.pod(name, name, queue_name="q")
+        p["spec"]["containers"][0]["resources"]["requests"][EXTENDED] = "1"
+        doc["rawObjects"]["pods"].append(p)
+        doc["rawObjects"]["podGroups"].append(cg.pod_group(name, "q"))
+    raw = Raw(doc)
+    pending = ("g", "s", "npj")
+    assert check_decisions(raw, _decided({"default/x-0": "n5"}, unschedulable=pending + ("x-1",))) == []
+    both = check_decisions(raw, _decided({"default/x-0": "n5", "default/x-1": "n5"}, unschedulable=pending))
+    assert any(f"node n5: {EXTENDED}" in e for e in both), both
+    assert any(f"node n1: {EXTENDED}" in e for e in check_decisions(
+        raw, _decided({"default/x-0": "n1"}, unschedulable=pending + ("x-1",))))
 
 
 def test_checker_catches_shared_gpu_violations() -> None:
