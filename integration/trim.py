@@ -15,6 +15,7 @@ _POD_SPEC_KEYS = ("schedulerName", "nodeName", "overhead", "nodeSelector", "affi
                   "schedulingGates", "priorityClassName", "priority", "preemptionPolicy", "resourceClaims",
                   "topologySpreadConstraints", "hostNetwork")
 _CONTAINER_KEYS = ("name", "resources", "ports")
+_INIT_CONTAINER_KEYS = _CONTAINER_KEYS + ("restartPolicy",)      # "Always": a sidecar, counted beside the containers
 _VOLUME_KEEP = ("persistentVolumeClaim", "ephemeral")
 
 
@@ -27,8 +28,8 @@ def trim_meta(meta: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def _containers(items: list | None) -> list:
-    return [{k: c[k] for k in _CONTAINER_KEYS if k in c} for c in (items or []) if isinstance(c, dict)]
+def _containers(items: list | None, keys: tuple[str, ...] = _CONTAINER_KEYS) -> list:
+    return [{k: c[k] for k in keys if k in c} for c in (items or []) if isinstance(c, dict)]
 
 
 def trim_pod(obj: dict[str, Any]) -> dict[str, Any]:
@@ -36,7 +37,7 @@ def trim_pod(obj: dict[str, Any]) -> dict[str, Any]:
     tspec = {k: spec[k] for k in _POD_SPEC_KEYS if k in spec}
     tspec["containers"] = _containers(spec.get("containers"))
     if spec.get("initContainers"):
-        tspec["initContainers"] = _containers(spec.get("initContainers"))
+        tspec["initContainers"] = _containers(spec.get("initContainers"), _INIT_CONTAINER_KEYS)
     vols = [v for v in spec.get("volumes") or [] if isinstance(v, dict) and any(k in v for k in _VOLUME_KEEP)]
     if vols:
         tspec["volumes"] = vols

@@ -102,6 +102,7 @@ class ContainerView(_View):
     name: Optional[str] = None
     resources: ResourceRequirementsView = field(default_factory=ResourceRequirementsView)
     ports: list[ContainerPortView] = []
+    restart_policy: Optional[str] = None      # "Always" on an init container: a sidecar
 
 
 class NodeSelectorRequirementView(_View):

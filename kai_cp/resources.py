@@ -130,6 +130,15 @@ def _value(name: str, q: str) -> int:
     return cpu_millis(q)          # extended resources: milli-units, like KAI
 
 
+def _add_into(total: dict[str, int], other: Mapping[str, int]) -> None:
+    for k, v in other.items():
+        total[k] = total.get(k, 0) + v
+
+
+#: An init container with this restart policy is a sidecar: it runs as long as the pod.
+SIDECAR_RESTART_POLICY = "Always"
+
+
 def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
     for k, v in other.items():
         total[k] = max(total.get(k, 0), v)
@@ -149,10 +158,25 @@ def pod_request(spec, annotations: Mapping[str, str]) -> PodRequest:
     base: dict[str, int] = {}
     for c in spec.containers or []:
         _add(base, c.resources.requests if c.resources else None)
+    # Init containers run one at a time before the pod's containers: each needs its request
+    # beside the sidecars started before it. A sidecar (an init container with restartPolicy
+    # Always, Kubernetes 1.29+) keeps running, so it also adds to the containers' sum. This is
+    # what the kubelet admits a pod by (Kubernetes' PodRequests); KAI's ResReq (spec 1.4) takes
+    # the plain max, which counts a sidecar only while it is the largest init container, so the
+    # kubelet could refuse a pod KAI bound (OutOfcpu). Without sidecars both are the same.
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
     for c in spec.init_containers or []:
-        init: dict[str, int] = {}
-        _add(init, c.resources.requests if c.resources else None)
-        _max_into(base, init)
+        own: dict[str, int] = {}
+        _add(own, c.resources.requests if c.resources else None)
+        if getattr(c, "restart_policy", None) == SIDECAR_RESTART_POLICY:
+            _add_into(base, own)
+            _add_into(sidecars, own)
+            _max_into(init_peak, sidecars)
+        else:
+            _add_into(own, sidecars)
+            _max_into(init_peak, own)
+    _max_into(base, init_peak)
     _add(base, spec.overhead)
     problems: list[str] = []
     negative = sorted(k for k, v in base.items() if v < 0)
@@ -245,11 +269,13 @@ def _sharing_problems(spec, annotations: Mapping[str, str], frac_raw, mem_raw, n
 
 
 def _requests_of(containers) -> tuple:
-    """Per container: name, requests and limits (the sharing rules read whole-GPU limits and names)."""
+    """Per container: name, requests, limits (the sharing rules read whole-GPU limits and names)
+    and restart policy (an init container's makes it a sidecar)."""
     if not containers:
         return ()
     return tuple([(c.name, tuple(c.resources.requests.items()) if c.resources is not None and c.resources.requests else (),
-                   tuple(c.resources.limits.items()) if c.resources is not None and c.resources.limits else ())
+                   tuple(c.resources.limits.items()) if c.resources is not None and c.resources.limits else (),
+                   getattr(c, "restart_policy", None))
                   for c in containers])
 
 

@@ -73,6 +73,7 @@ class Container(KubeModel):
         default_factory=ResourceRequirements
     )
     ports: Annotated[list[ContainerPort], NullList] = Field(default_factory=new_list)
+    restart_policy: Optional[Str] = None     # "Always" on an init container: a sidecar (Kubernetes 1.29+)
 
 
 class NodeSelectorRequirement(KubeModel):

@@ -132,6 +132,30 @@ def test_run_without_a_cluster_is_a_clear_error(tmp_path, capsys):
     assert "no cluster found" in err and "--kubeconfig" in err
 
 
+def test_trimming_keeps_what_makes_an_init_container_a_sidecar():
+    """A sidecar's request counts beside the containers (kai_cp/resources.py pod_request): the
+    cache's trimmed pods must keep its restartPolicy, or in-cluster it would count as a plain
+    init container, as in no snapshot."""
+    from integration.trim import trim_pod
+    from kai_cp.loader import load_snapshot_dict
+    from kai_cp.state import build_cluster_state
+    pod = {"metadata": {"name": "p", "namespace": "n", "uid": "u", "annotations": {"pod-group-name": "g"}},
+           "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}},
+                                                                      "env": [{"name": "X"}]}],
+                    "initContainers": [{"name": "mesh", "restartPolicy": "Always", "image": "x",
+                                        "resources": {"requests": {"cpu": "2"}}}]},
+           "status": {"phase": "Pending"}}
+    trimmed = trim_pod(pod)
+    assert trimmed["spec"]["initContainers"] == [{"name": "mesh", "resources": {"requests": {"cpu": "2"}},
+                                                  "restartPolicy": "Always"}]
+    doc = {"rawObjects": {"pods": [{"apiVersion": "v1", "kind": "Pod", **trimmed}],
+                          "podGroups": [{"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                                         "metadata": {"name": "g", "namespace": "n"}, "spec": {"minMember": 1}}]}}
+    state = build_cluster_state(load_snapshot_dict(doc))
+    (task,) = [t for j in state.jobs.values() for t in j.tasks]
+    assert task.request.cpu == 3000
+
+
 def test_own_status_echoes_do_not_count_as_changes():
     from integration.cache import fingerprint
     from integration.trim import trim_pod

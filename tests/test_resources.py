@@ -52,6 +52,59 @@ def test_init_container_max_is_elementwise_per_resource():
     assert r.cpu == 2000 and r.memory == 3 * GI
 
 
+def _sidecar(name: str, **requests: str) -> dict:
+    return {**container(name, **requests), "restartPolicy": "Always"}
+
+
+def test_a_sidecar_adds_to_the_containers_for_the_pods_lifetime():
+    """Kubernetes' PodRequests (what the kubelet admits by): a sidecar runs beside the
+    containers, so it is summed with them, where KAI's plain max counted only 2 of 3 cores."""
+    r = req(containers=[container("a", cpu="2", memory="1Gi")], init_containers=[_sidecar("mesh", cpu="1", memory="1Gi")])
+    assert (r.cpu, r.memory) == (3000, 2 * GI)
+
+
+def test_an_init_container_after_a_sidecar_runs_beside_it():
+    r = req(containers=[container("a", cpu="1")],
+            init_containers=[_sidecar("s1", cpu="500m"), container("setup", cpu="4"), _sidecar("s2", cpu="250m")])
+    assert r.cpu == 4500      # setup's 4 beside s1 (s2 starts after it); the pod's lifetime: 1 + 0.5 + 0.25
+    r = req(containers=[container("a", cpu="1")],
+            init_containers=[container("setup", cpu="4"), _sidecar("s1", cpu="500m")])
+    assert r.cpu == 4000      # setup ran before the sidecar started
+
+
+def test_a_sidecar_with_a_gpu_counts_it_whole():
+    r = req(containers=[container("a", cpu="1", **{"nvidia.com/gpu": "1"})],
+            init_containers=[_sidecar("s", cpu="1", **{"nvidia.com/gpu": "1"})])
+    assert r.gpus == 2
+
+
+def test_two_pods_alike_but_for_a_sidecar_get_their_own_requests():
+    """The request cache keys on the restart policy too (cached_pod_request)."""
+    from kai_cp.resources import cached_pod_request
+    plain = Pod.model_validate(pod("p", "pg", containers=[container("a", cpu="1")],
+                                   init_containers=[container("i", cpu="1")]), by_alias=True, by_name=False)
+    side = Pod.model_validate(pod("q", "pg", containers=[container("a", cpu="1")],
+                                  init_containers=[_sidecar("i", cpu="1")]), by_alias=True, by_name=False)
+    assert cached_pod_request(plain.spec, {}).cpu == 1000
+    assert cached_pod_request(side.spec, {}).cpu == 2000
+
+
+def test_a_sidecar_decides_fit_end_to_end_from_a_snapshot_file(tmp_path):
+    """Through the lean views `kai-cp solve` reads (podview) as through the models."""
+    from kai_cp.cli import main
+    import json
+    doc = snapshot([node("n1", cpu="2")], None, [podgroup("j"), podgroup("k")],
+                   [pod("a", "j", cpu="1500m", init_containers=[_sidecar("s", cpu="1")]),
+                    pod("b", "k", cpu="1500m", init_containers=[container("i", cpu="1")])])
+    f = tmp_path / "snap.json"
+    f.write_text(json.dumps(doc))
+    out = tmp_path / "out.json"
+    assert main(["solve", str(f), "-o", str(out), "--engine", "greedy"]) == 0
+    got = json.loads(out.read_text())
+    assert [b["pod"] for b in got["binds"]] == ["default/b"]
+    assert [u["podGroup"] for u in got["unschedulable"]] == ["j"]
+
+
 def test_overhead_is_added_after_the_init_max():
     r = req(containers=[container("a", cpu="1", memory="1Gi")],
             init_containers=[container("i", cpu="2")],
