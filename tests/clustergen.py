@@ -7,8 +7,8 @@ format of interfaces.md section 1: nodes with 0/2/4/8 GPUs, some tainted, cordon
 labelled; a 1-3 level queue tree with quotas (including -1, 0 and fractional GPU quotas),
 limits (including -1 and tight ones), weights and priorities; PodGroups with gangs, sub-groups,
 elastic pods, priority classes, explicit preemptibility, node selectors, node affinity and
-tolerations; an extended resource (example.com/fpga) some nodes offer and a few pending pods ask
-for; running, bound, binding, releasing and finished pods on nodes that fit them; and
+tolerations; init containers and sidecars; an extended resource (example.com/fpga) some nodes
+offer and a few pending pods ask for; running, bound, binding, releasing and finished pods on nodes that fit them; and
 pending pods. A Topology (zone and rack, rack names repeated across zones; some nodes lack the
 labels) with required and preferred constraints on jobs and sub-groups (some naming a missing
 topology or level), and jobs whose pods must share a zone or keep one per node (pod affinity).
@@ -117,7 +117,7 @@ def pod(name: str, group: str | None, cpu_m: int = 1000, mem_b: int = GI, gpus: 
         node_selector: dict[str, str] | None = None, affinity: dict | None = None,
         tolerations: list[dict] | None = None, deleting: bool = False, created: int = -600,
         init_cpu_m: int | None = None, labels: dict[str, str] | None = None,
-        annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        annotations: dict[str, str] | None = None, sidecar_cpu_m: int | None = None) -> dict[str, Any]:
     requests = {"cpu": cpu_q(cpu_m), "memory": mem_q(mem_b)}
     limits: dict[str, str] = {}
     if gpus:
@@ -141,9 +141,12 @@ def pod(name: str, group: str | None, cpu_m: int = 1000, mem_b: int = GI, gpus: 
     if limits:
         container["resources"]["limits"] = limits
     spec: dict[str, Any] = {"containers": [container], "schedulerName": SCHEDULER_NAME, "restartPolicy": "Always"}
+    if sidecar_cpu_m is not None:       # a sidecar (restartPolicy Always) runs beside the init container after it
+        spec["initContainers"] = [{"name": "mesh", "image": "envoy", "restartPolicy": "Always",
+                                   "resources": {"requests": {"cpu": cpu_q(sidecar_cpu_m)}}}]
     if init_cpu_m is not None:
-        spec["initContainers"] = [{"name": "init", "image": "busybox",
-                                   "resources": {"requests": {"cpu": cpu_q(init_cpu_m)}}}]
+        spec.setdefault("initContainers", []).append({"name": "init", "image": "busybox",
+                                                      "resources": {"requests": {"cpu": cpu_q(init_cpu_m)}}})
     if node_name:
         spec["nodeName"] = node_name
     if node_selector:
@@ -449,6 +452,7 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
             cpu_m = draw(st.sampled_from([250, 500, 1000, 2000, 4000, 8000]))
             mem_b = draw(st.sampled_from([1, 2, 4, 8, 16, 48])) * GI
             init = draw(st.sampled_from([None, None, None, None, 3000]))
+            sidecar = draw(st.sampled_from([None, None, None, None, None, 500]))
             for _ in range(count):
                 p_gpus, p_cpu = gpus, cpu_m
                 if _chance(draw, 10):                 # a pod unlike its siblings: another class
@@ -460,7 +464,8 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
                 where = None
                 if state not in ("Pending", "Succeeded"):
                     # a running shared pod holds its own devices (plus a reservation pod's slot each)
-                    vec = [max(p_cpu, init or 0), mem_b, devices if shared else p_gpus, 1 + (devices if shared else 0)]
+                    vec = [max(p_cpu, init or 0) + (sidecar or 0), mem_b, devices if shared else p_gpus,
+                           1 + (devices if shared else 0)]
                     where = room.take(draw(st.integers(0, 9)), vec)
                     if where is None:
                         state = "Pending"
@@ -472,7 +477,7 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
                                 namespace=ns, queue_name=qname, subgroup=sg, node_selector=selector,
                                 affinity=affinity, tolerations=tolerations, deleting=state == "Releasing",
                                 labels={"app": name} if peers else None,
-                                created=created + 1 + k, init_cpu_m=init))
+                                created=created + 1 + k, init_cpu_m=init, sidecar_cpu_m=sidecar))
                 if shared:
                     ann = pods[-1]["metadata"]["annotations"]
                     ann[shared[0]] = shared[1]

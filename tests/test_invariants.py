@@ -65,7 +65,7 @@ def quantity(text: str | int | float) -> Fraction:
 
 
 def pod_request(p: dict) -> dict[str, Fraction]:
-    """Containers summed, init containers max'ed in; cpu in millicores, memory in bytes."""
+    """Containers summed, init containers max'ed in (sidecars summed too); cpu in millicores, memory in bytes."""
     def one(reqs: dict) -> dict[str, Fraction]:
         return {"cpu": quantity(reqs.get("cpu", "0")) * 1000, "memory": quantity(reqs.get("memory", "0")),
                 "gpu": quantity(reqs.get("nvidia.com/gpu", "0")), EXTENDED: quantity(reqs.get(EXTENDED, "0"))}
@@ -74,9 +74,22 @@ def pod_request(p: dict) -> dict[str, Fraction]:
     for c in spec.get("containers", []):
         for k, v in one(c.get("resources", {}).get("requests", {})).items():
             total[k] += v
+    # init containers one at a time, each beside the sidecars (restartPolicy Always) started
+    # before it; a sidecar also runs beside the containers (Kubernetes' PodRequests)
+    sidecars, peak = dict.fromkeys(total, Fraction(0)), dict.fromkeys(total, Fraction(0))
     for c in spec.get("initContainers", []) or []:
-        for k, v in one(c.get("resources", {}).get("requests", {})).items():
-            total[k] = max(total[k], v)
+        own = one(c.get("resources", {}).get("requests", {}))
+        if c.get("restartPolicy") == "Always":
+            for k, v in own.items():
+                total[k] += v
+                sidecars[k] += v
+            own = dict(sidecars)
+        else:
+            own = {k: v + sidecars[k] for k, v in own.items()}
+        for k, v in own.items():
+            peak[k] = max(peak[k], v)
+    for k, v in peak.items():
+        total[k] = max(total[k], v)
     total["memory"] = Fraction(math.ceil(total["memory"]))
     total["pods"] = Fraction(1)
     return total
