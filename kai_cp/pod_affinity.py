@@ -16,9 +16,13 @@ from typing import Callable
 
 import numpy as np
 
+from kai_cp import host_ports
+
 AFFINITY_REASON = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY_REASON = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY_REASON = "node(s) didn't satisfy existing pods anti-affinity rules"
+#: A term's namespaces when it selects pods of every namespace (`namespaceSelector: {}`, host ports).
+ANY_NAMESPACE = ("*",)         # no namespace is named "*"
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,8 @@ class Term:
     topology_key: str
 
     def selects(self, labels: dict[str, str], namespace: str, owner_namespace: str) -> bool:
-        if namespace not in (self.namespaces if self.namespaces is not None else (owner_namespace,)):
+        if self.namespaces != ANY_NAMESPACE and \
+                namespace not in (self.namespaces if self.namespaces is not None else (owner_namespace,)):
             return False
         if any(labels.get(k) != v for k, v in self.match_labels):
             return False
@@ -54,7 +59,11 @@ def _terms(raw) -> tuple[Term, ...]:
         if not t.get("topologyKey") or not sel:
             continue      # an empty selector matches nothing (Kubernetes)
         exprs = tuple((e.get("key"), e.get("operator"), tuple(e.get("values") or ())) for e in sel.get("matchExpressions") or [])
-        ns = tuple(t["namespaces"]) if t.get("namespaces") else None
+        # An empty namespaceSelector selects every namespace; one with terms would need the
+        # Namespace objects, which no snapshot holds: it adds nothing to the listed ones then.
+        nsel = t.get("namespaceSelector")
+        every = isinstance(nsel, dict) and not nsel.get("matchLabels") and not nsel.get("matchExpressions")
+        ns = ANY_NAMESPACE if every else tuple(t["namespaces"]) if t.get("namespaces") else None
         out.append(Term(tuple(sorted((sel.get("matchLabels") or {}).items())), exprs, ns, t["topologyKey"]))
     return tuple(out)
 
@@ -68,20 +77,32 @@ def _weighted(raw) -> tuple[tuple[int, Term], ...]:
     return tuple(out)
 
 
+def _port_terms(ports: tuple[tuple[str, int], ...]) -> tuple[Term, ...]:
+    """Host ports as required anti-affinity (kai_cp/host_ports.py): per port, the pods that want
+    it, in every namespace, one a node."""
+    return tuple(Term(((host_ports.label(proto, port), "1"),), (), ANY_NAMESPACE, host_ports.NODE_KEY)
+                 for proto, port in ports)
+
+
 def affinity_key(spec, labels: dict[str, str], namespace: str) -> tuple:
     """The hashable pod-affinity part of a predicate key: (namespace, labels, required affinity,
-    required anti-affinity, preferred affinity, preferred anti-affinity); () for pods without any."""
+    required anti-affinity, preferred affinity, preferred anti-affinity); () for pods without any.
+    Host ports are in it as anti-affinity terms with the labels they match."""
+    ports = host_ports.wanted(spec)
     aff = spec.affinity
-    if aff is None or (getattr(aff, "pod_affinity", None) is None and getattr(aff, "pod_anti_affinity", None) is None):
+    if not ports and (aff is None or (getattr(aff, "pod_affinity", None) is None
+                                      and getattr(aff, "pod_anti_affinity", None) is None)):
         return ()
-    raw = aff.model_dump(by_alias=True, exclude_none=True)
+    raw = aff.model_dump(by_alias=True, exclude_none=True) if aff is not None else {}
     pa, anti = raw.get("podAffinity") or {}, raw.get("podAntiAffinity") or {}
     parts = (_terms(pa.get("requiredDuringSchedulingIgnoredDuringExecution")),
-             _terms(anti.get("requiredDuringSchedulingIgnoredDuringExecution")),
+             _terms(anti.get("requiredDuringSchedulingIgnoredDuringExecution")) + _port_terms(ports),
              _weighted(pa.get("preferredDuringSchedulingIgnoredDuringExecution")),
              _weighted(anti.get("preferredDuringSchedulingIgnoredDuringExecution")))
     if not any(parts):
         return ()
+    if ports:
+        labels = {**labels, **host_ports.labels(ports)}
     return (namespace, tuple(sorted(labels.items())), *parts)
 
 
@@ -91,12 +112,21 @@ def preferred_scores(index: "PodAffinityIndex | None", task) -> np.ndarray | Non
 
 
 def anti_terms(spec) -> tuple[Term, ...]:
-    """A running pod's own required anti-affinity terms (they also keep new pods away)."""
+    """A running pod's own required anti-affinity terms (they also keep new pods away), its host
+    ports' included."""
+    ports = _port_terms(host_ports.wanted(spec))
     aff = spec.affinity
     if aff is None or getattr(aff, "pod_anti_affinity", None) is None:
-        return ()
+        return ports
     raw = aff.model_dump(by_alias=True, exclude_none=True)
-    return _terms((raw.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"))
+    return _terms((raw.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")) + ports
+
+
+def existing_labels(pod) -> dict[str, str]:
+    """A pod's labels as terms match them: its own, and its host ports' synthetic ones."""
+    own = pod.metadata.labels or {}
+    ports = host_ports.wanted(pod.spec)
+    return {**own, **host_ports.labels(ports)} if ports else own
 
 
 @dataclass
@@ -123,8 +153,12 @@ class PodAffinityIndex:
         return self._pods
 
     def codes(self, key: str) -> tuple[np.ndarray, dict[str, int]]:
-        """Per node, the code of its value for `key` (-1 without the label)."""
+        """Per node, the code of its value for `key` (-1 without the label); for host_ports.NODE_KEY
+        each node is its own domain."""
         c = self._codes.get(key)
+        if c is None and key == host_ports.NODE_KEY:
+            n = len(self.node_labels)
+            c = self._codes[key] = (np.arange(n, dtype=np.int64), {str(i): i for i in range(n)})
         if c is None:
             values: dict[str, int] = {}
             arr = np.array([values.setdefault(l[key], len(values)) if key in l else -1 for l in self.node_labels],
@@ -141,7 +175,8 @@ class PodAffinityIndex:
                 and t.selects(labels, namespace, namespace)]
 
     def reasons(self, key: tuple) -> np.ndarray:
-        """Per node: 0 passes, 1 affinity, 2 anti-affinity, 3 existing pods' anti-affinity."""
+        """Per node: 0 passes, 1 affinity, 2 anti-affinity, 3 existing pods' anti-affinity, 4 a
+        host port another pod there holds."""
         n = len(self.node_labels)
         out = np.zeros(n, dtype=np.int64)
         if not key:
@@ -162,13 +197,13 @@ class PodAffinityIndex:
             hosts = [p.node for p in self.pods if t.selects(p.labels, p.namespace, namespace)]
             if hosts:
                 bad = np.isin(codes, codes[hosts][codes[hosts] >= 0]) & (codes >= 0)
-                out[(out == 0) & bad] = 2
+                out[(out == 0) & bad] = 4 if host_ports.is_port_term(t) else 2
         for p in self.pods:
             for t in p.anti:
                 if t.selects(labels, namespace, p.namespace):
                     codes, _ = self.codes(t.topology_key)
                     if codes[p.node] >= 0:
-                        out[(out == 0) & (codes == codes[p.node])] = 3
+                        out[(out == 0) & (codes == codes[p.node])] = 4 if host_ports.is_port_term(t) else 3
         return out
 
 
@@ -192,10 +227,15 @@ class PodAffinityIndex:
         return np.zeros_like(raw) if hi == lo else 100.0 * (raw - lo) / (hi - lo)
 
 
-REASONS = {1: AFFINITY_REASON, 2: ANTI_AFFINITY_REASON, 3: EXISTING_ANTI_AFFINITY_REASON}
+REASONS = {1: AFFINITY_REASON, 2: ANTI_AFFINITY_REASON, 3: EXISTING_ANTI_AFFINITY_REASON, 4: host_ports.REASON}
 
 
 def _labels_of(task) -> dict[str, str]:
+    """The labels terms match a task by: its key's (with its host ports' synthetic labels), or
+    its pod's where it has no key."""
+    key = task.predicate_key[3]
+    if key:
+        return dict(key[1])
     return (task.pod.metadata.labels or {}) if task.pod is not None else {}
 
 

@@ -208,6 +208,7 @@ class PodSpecView(_View):
     volumes: list[dict[str, Any]] = []
     resource_claims: list[dict[str, Any]] = []
     topology_spread_constraints: list[dict[str, Any]] = []
+    host_network: Optional[bool] = None       # every container port is a host port (kai_cp/host_ports.py)
 
     def __post_init__(self) -> None:
         _check_quantities(self.overhead)

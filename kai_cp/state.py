@@ -27,7 +27,7 @@ from kai_cp.records import (GPU_GROUP_LABEL, LAST_START_ANNOTATION, POD_GROUP_AN
                             SUBGROUP_LABEL, TASK_PRIORITY_LABEL, UTILITY_APPS, GroupRecord, PodRecord, group_record,
                             parse_rfc3339, pod_record)
 from kai_cp.resources import ABSURD_REQUEST, DEFAULT_GPU_MEMORY_DIVISOR, MAX_CAPACITY, NEGATIVE_REQUEST, mig_gpus
-from kai_cp.pod_affinity import ExistingPod, PodAffinityIndex, anti_terms
+from kai_cp.pod_affinity import ExistingPod, PodAffinityIndex, anti_terms, existing_labels
 from kai_cp.topology import TopologyTree, add_constraint, affinity_constraint, build_trees, job_scopes, plain_scopes
 
 DEFAULT_JOB_PRIORITY = 50
@@ -354,7 +354,7 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
             cols.creation.append(job.creation)
 
     pod_index = PodAffinityIndex([n.labels for n in nodes], lambda: [
-        ExistingPod(t.pod.metadata.labels or {}, t.namespace, node_by_name[t.node].index, anti_terms(t.pod.spec))
+        ExistingPod(existing_labels(t.pod), t.namespace, node_by_name[t.node].index, anti_terms(t.pod.spec))
         for t in other_usage])
     _gang_affinity(jobs, pod_index, trees, [n.labels for n in nodes])
     total = _capacity(nodes, table, other_usage, cfg)

@@ -1,6 +1,6 @@
 """Independent check of a cycle's decisions against the invariants every engine must keep:
-node resources, static predicates, gang minimums, queue limits and the non-preemptible quota,
-shared GPUs, and the eviction rules (who may lose pods to which action, min-runtime protection,
+node resources, static predicates, host ports, gang minimums, queue limits and the
+non-preemptible quota, shared GPUs, and the eviction rules (who may lose pods to which action, min-runtime protection,
 reclaim's gates 1 and 2).
 
 It shares no code with the engines' constraint logic, so tests (and a paranoid caller) can use
@@ -14,6 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from kai_cp import host_ports
 from kai_cp.actions.min_runtime import min_runtime_seconds
 from kai_cp.gpu_sharing import task_memory
 from kai_cp.jobs import ACTIVE_ALLOCATED, ACTIVE_USED, PENDING, JobInfo, TaskInfo, queue_gpu_of_accepted
@@ -50,6 +51,32 @@ def _topology_violations(state: ClusterState, session: Session, job: JobInfo) ->
     return out
 
 
+def host_port_violations(state: ClusterState, session: Session) -> list[str]:
+    """No two pods on a node with the same host port and protocol: the placed pods among
+    themselves and against every pod on the node at cycle start (a terminating one keeps its
+    port). The placed pods' ports are read from their specs, not from the anti-affinity terms the
+    engines derive from them; the pods at cycle start are the state's record of them."""
+    wanting = [(p, host_ports.wanted(p.task.pod.spec)) for p in session.placements.values() if p.task.pod is not None]
+    wanting = [(p, w) for p, w in wanting if w]
+    if not wanting:
+        return []
+    out: list[str] = []
+    holders: dict[tuple[int, str, int], str] = {}
+    index = state.predicates.pod_index
+    for e in (index.pods if index is not None else ()):
+        for k in e.labels:
+            if k.startswith(host_ports.LABEL_PREFIX):
+                proto, _, port = k[len(host_ports.LABEL_PREFIX):].partition("-")
+                holders.setdefault((e.node, proto, int(port)), "a pod running there")
+    for p, ports in wanting:
+        for proto, port in ports:
+            other = holders.setdefault((p.node, proto, port), p.task.key)
+            if other != p.task.key:
+                out.append(f"{p.task.key} placed on {state.nodes[p.node].name}: host port {proto}/{port} is "
+                           f"held by {other}")
+    return out
+
+
 assert RESOURCES == ("cpu", "memory", "gpu")        # the order the queue sums below use
 
 
@@ -80,6 +107,7 @@ def violations(state: ClusterState, session: Session, now: float | None = None) 
     for n, r in zip(*np.nonzero(over)):
         out.append(f"node {state.nodes[n].name}: {table.resources[r]} placed {load[n, r]} > free {free[n, r]}")
     out += shared_gpu_violations(state, session)
+    out += host_port_violations(state, session)
     # Gangs.
     placed_jobs = {p.task.job for p in session.placements.values()}
     for name in placed_jobs:

@@ -184,6 +184,7 @@ class PodSpec(KubeModel):
     topology_spread_constraints: Annotated[list[AnyDict], NullList] = Field(
         default_factory=new_list
     )
+    host_network: Optional[Bool] = None     # every container port is a host port (NodePorts)
 
 
 class PodStatus(KubeModel):

@@ -7,7 +7,7 @@ format of interfaces.md section 1: nodes with 0/2/4/8 GPUs, some tainted, cordon
 labelled; a 1-3 level queue tree with quotas (including -1, 0 and fractional GPU quotas),
 limits (including -1 and tight ones), weights and priorities; PodGroups with gangs, sub-groups,
 elastic pods, priority classes, explicit preemptibility, node selectors, node affinity and
-tolerations; init containers and sidecars; an extended resource (example.com/fpga) some nodes
+tolerations; host ports (hostNetwork too); init containers and sidecars; an extended resource (example.com/fpga) some nodes
 offer and a few pending pods ask for; running, bound, binding, releasing and finished pods on nodes that fit them; and
 pending pods. A Topology (zone and rack, rack names repeated across zones; some nodes lack the
 labels) with required and preferred constraints on jobs and sub-groups (some naming a missing
@@ -117,7 +117,8 @@ def pod(name: str, group: str | None, cpu_m: int = 1000, mem_b: int = GI, gpus: 
         node_selector: dict[str, str] | None = None, affinity: dict | None = None,
         tolerations: list[dict] | None = None, deleting: bool = False, created: int = -600,
         init_cpu_m: int | None = None, labels: dict[str, str] | None = None,
-        annotations: dict[str, str] | None = None, sidecar_cpu_m: int | None = None) -> dict[str, Any]:
+        annotations: dict[str, str] | None = None, sidecar_cpu_m: int | None = None,
+        host_ports: Iterable[tuple[int, str]] = (), host_network: bool = False) -> dict[str, Any]:
     requests = {"cpu": cpu_q(cpu_m), "memory": mem_q(mem_b)}
     limits: dict[str, str] = {}
     if gpus:
@@ -140,7 +141,13 @@ def pod(name: str, group: str | None, cpu_m: int = 1000, mem_b: int = GI, gpus: 
     container: dict[str, Any] = {"name": "main", "image": "ubuntu:22.04", "resources": {"requests": requests}}
     if limits:
         container["resources"]["limits"] = limits
+    ports = [{"containerPort": port, "protocol": proto, **({} if host_network else {"hostPort": port})}
+             for port, proto in host_ports]
+    if ports:
+        container["ports"] = ports
     spec: dict[str, Any] = {"containers": [container], "schedulerName": SCHEDULER_NAME, "restartPolicy": "Always"}
+    if host_network:
+        spec["hostNetwork"] = True
     if sidecar_cpu_m is not None:       # a sidecar (restartPolicy Always) runs beside the init container after it
         spec["initContainers"] = [{"name": "mesh", "image": "envoy", "restartPolicy": "Always",
                                    "resources": {"requests": {"cpu": cpu_q(sidecar_cpu_m)}}}]
@@ -416,6 +423,10 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
         if peers:                                  # pod affinity among the job's own pods
             affinity = {**(affinity or {}), **peer_affinity(name, peers)}
         tolerations = draw(st.sampled_from(TOLERATIONS)) if _chance(draw, 30) else None
+        # host ports: one pod a node among all that want the same one (NodePorts)
+        ports = draw(st.sampled_from([[(8080, "TCP")], [(8080, "TCP")], [(9000, "UDP")], [(8080, "UDP"), (9000, "TCP")]])) \
+            if _chance(draw, 12) else []
+        host_network = bool(ports) and _chance(draw, 30)
         mode = draw(st.sampled_from(["pending", "pending", "pending", "running", "mixed", "mixed", "deleting"]))
         # (sub-group name or None, minMember, pod count) per PodSet
         podsets = []
@@ -477,7 +488,8 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
                                 namespace=ns, queue_name=qname, subgroup=sg, node_selector=selector,
                                 affinity=affinity, tolerations=tolerations, deleting=state == "Releasing",
                                 labels={"app": name} if peers else None,
-                                created=created + 1 + k, init_cpu_m=init, sidecar_cpu_m=sidecar))
+                                created=created + 1 + k, init_cpu_m=init, sidecar_cpu_m=sidecar,
+                                host_ports=ports, host_network=host_network))
                 if shared:
                     ann = pods[-1]["metadata"]["annotations"]
                     ann[shared[0]] = shared[1]

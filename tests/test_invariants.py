@@ -264,6 +264,20 @@ class Raw:
         return tol.get("key") == taint.get("key") and (tol.get("value") or "") == (taint.get("value") or "")
 
     # -- gangs -------------------------------------------------------------------------------
+    def host_ports(self, k: str) -> list[tuple[str, int]]:
+        """(protocol, port) of the pod's containers' and sidecars' host ports; with hostNetwork
+        every container port."""
+        spec = self.pods[k]["spec"]
+        net = spec.get("hostNetwork")
+        out = set()
+        for c in list(spec.get("containers") or []) + [c for c in spec.get("initContainers") or []
+                                                        if c.get("restartPolicy") == "Always"]:
+            for p in c.get("ports") or []:
+                port = p.get("hostPort") or (p.get("containerPort") if net else None)
+                if port:
+                    out.add(((p.get("protocol") or "TCP").upper(), int(port)))
+        return sorted(out)
+
     def podsets(self, group: str) -> dict[str | None, int]:
         spec = self.groups[group]["spec"]
         subs = spec.get("subGroups") or []
@@ -336,6 +350,18 @@ def check_decisions(raw: Raw, out: dict[str, Any]) -> list[str]:
             if used_live[n][r] > raw.alloc[n][r]:
                 errors.append(f"node {n}: {r} of running, bound and pipelined pods {used_live[n][r]} > "
                               f"allocatable {raw.alloc[n][r]}")
+
+    # Host ports: one pod a node per (protocol, port), placed or there at cycle start.
+    held: dict[tuple[str, str, int], str] = {}
+    for k, (s, n) in raw.state.items():
+        if s in ("allocated", "releasing") and n:
+            for proto, port in raw.host_ports(k):
+                held.setdefault((n, proto, port), k)
+    for k, n in placed.items():
+        for proto, port in raw.host_ports(k) if k in raw.pods else ():
+            other = held.setdefault((n, proto, port), k)
+            if other != k:
+                errors.append(f"{k} placed on {n}: host port {proto}/{port} held by {other}")
 
     # Shared GPUs: each group on one node, within its device's memory; whole GPUs plus shared
     # devices in use (each once) within the node's GPUs, with and without releasing pods.
@@ -617,6 +643,26 @@ def test_checker_catches_each_kind_of_violation() -> None:
     four = {"default/s-0": "n1", "default/g-0": "n1", "default/g-1": "n1", "default/np-0": "n1"}
     assert "node n1: pods" in errors(four)                                         # 4 pods > 3 pod slots
     assert "no unschedulable reason" in " ".join(check_decisions(raw, _decided({}, unschedulable=())))
+
+
+def test_checker_catches_host_port_conflicts() -> None:
+    import clustergen as cg
+
+    doc = _doc_for_checker()
+    pods = doc["rawObjects"]["pods"]
+    pods.append(cg.pod("web-0", "web", queue_name="q", phase="Running", node_name="n1", namespace="team-a",
+                       host_ports=[(8080, "TCP")]))
+    for name in ("p-0", "p-1"):
+        pods.append(cg.pod(name, name[0] + name[-1], queue_name="q", host_ports=[(9000, "TCP")], host_network=True))
+    pods.append(cg.pod("h-0", "h0", queue_name="q", host_ports=[(8080, "TCP")]))
+    doc["rawObjects"]["podGroups"] += [cg.pod_group(g, "q") for g in ("web", "p0", "p1", "h0")]
+    raw = Raw(doc)
+    pending = ("g", "s", "npj", "h0", "p1")
+    assert check_decisions(raw, _decided({"default/p-0": "n1"}, unschedulable=pending)) == []
+    assert any("host port TCP/9000" in e for e in check_decisions(
+        raw, _decided({"default/p-0": "n1", "default/p-1": "n1"}, unschedulable=("g", "s", "npj", "h0"))))
+    assert any("host port TCP/8080 held by team-a/web-0" in e for e in check_decisions(
+        raw, _decided({"default/h-0": "n1"}, unschedulable=("g", "s", "npj", "p0", "p1"))))
 
 
 def test_checker_counts_extended_resources() -> None:
