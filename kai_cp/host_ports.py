@@ -35,6 +35,12 @@ def wanted(spec: Any) -> tuple[tuple[str, int], ...]:
     and its sidecars' (init containers with restartPolicy Always run with the pod; the others
     have exited before the containers start, and Kubernetes ignores their ports). With
     hostNetwork every container port is a host port (the API server defaults hostPort to it)."""
+    if not spec.init_containers:           # most pods: one pass, nothing made
+        for c in spec.containers or ():
+            if c.ports:
+                break
+        else:
+            return ()
     host_network = bool(getattr(spec, "host_network", None))
     out: set[tuple[str, int]] = set()
     containers = list(spec.containers or [])
