@@ -47,6 +47,9 @@ class Kind:
     plural: str
     namespace: str | None = None   # watch one namespace only (the scheduler's ConfigMaps)
     alternatives: tuple[str, ...] = ()   # other group/versions of the kind, tried in turn when this one is not served
+    # Scheduling goes on without it where the scheduler may not read it (403: RBAC from before
+    # the kind was watched), as where it is not served; the state then skips what it checks.
+    optional: bool = False
 
     @property
     def path(self) -> str:
@@ -67,6 +70,9 @@ def default_kinds(namespace: str) -> list[Kind]:
         Kind("topologies", "kai.scheduler/v1alpha1", "topologies", alternatives=("kai.scheduler/v1",)),
         Kind("priorityClasses", "scheduling.k8s.io/v1", "priorityclasses"),
         Kind("configMaps", "v1", "configmaps", namespace),
+        # a pending pod's claims (kai_cp/volumes.py, Kubernetes' VolumeBinding pre-filter)
+        Kind("persistentVolumeClaims", "v1", "persistentvolumeclaims", optional=True),
+        Kind("storageClasses", "storage.k8s.io/v1", "storageclasses", optional=True),
     ]
 
 
@@ -337,6 +343,17 @@ class Informer:
                         self.version += 1
                     self.synced.set()
                     self._stop.wait(30)
+                    continue
+                if e.status == 403 and self.kind.optional and self.rv is None:
+                    if not self.synced.is_set():
+                        log.warning("%s: not permitted to list %s (RBAC from before kai-cp read it? see "
+                                    "deploy/rbac.yaml); scheduling without it and asking again every 60s",
+                                    self.kind.key, self.kind.path)
+                    with self.lock:
+                        self.store, self.invalid = {}, {}
+                        self.version += 1
+                    self.synced.set()
+                    self._stop.wait(60)
                     continue
                 if e.status == 410:
                     self.stats["gone"] = self.stats.get("gone", 0) + 1

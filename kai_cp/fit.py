@@ -15,6 +15,7 @@ from kai_cp.jobs import TaskInfo
 from kai_cp.mig import types_of
 from kai_cp.pod_affinity import preferred_scores
 from kai_cp.session import Session
+from kai_cp.volumes import PLUGIN as VOLUME_PLUGIN
 from kai_cp.state import ClusterState
 
 _RESOURCE_REASON = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "memory"}
@@ -149,16 +150,21 @@ class Fitter:
         self.sharing_order = state.config.gpu_placement != "spread"
 
     def pre_predicate_error(self, task: TaskInfo) -> str | None:
-        """MaxNodePoolResources (5.3): a request larger than any single node's allocatable. It
-        reads only the request and the fixed node table, so a request that passes passes for
-        every pod sharing it (requests are shared objects; every pod placed asks)."""
+        """The first failing pre-predicate (5.3) as "<name>: <error>": VolumeBinding (the pod's
+        claims, found at state build: kai_cp/volumes.py), then MaxNodePoolResources (a request
+        larger than any single node's allocatable). The latter reads only the request and the
+        fixed node table, so a request that passes passes for every pod sharing it (requests
+        are shared objects; every pod placed asks)."""
+        if task.volume_problem is not None:
+            return f"{VOLUME_PLUGIN}: {task.volume_problem}"
         r = task.request
         if self._pre_ok.get(id(r)) is r:
             return None
         error = self._pre_predicate_error(task)
         if error is None:
             self._pre_ok[id(r)] = r
-        return error
+            return None
+        return f"MaxNodePoolResources: {error}"
 
     def _pre_predicate_error(self, task: TaskInfo) -> str | None:
         t = self.state.table

@@ -47,6 +47,7 @@ class TaskInfo:
     scheduler_name: str = ""
     utility: bool = False                 # reservation / scaling pods (spec 1.4)
     pod: object = None                    # the models.Pod it came from
+    volume_problem: str | None = None     # a pending pod's claims stop it (kai_cp/volumes.py)
     # namespace/name, kept: read ~250,000 times in a 10,000-node cycle (the pool, the model,
     # decoding), and formatting it at each read cost more than the string's ~60 bytes a pod
     key: str = field(init=False)

@@ -28,6 +28,7 @@ from kai_cp.records import (GPU_GROUP_LABEL, LAST_START_ANNOTATION, POD_GROUP_AN
                             parse_rfc3339, pod_record)
 from kai_cp.resources import ABSURD_REQUEST, DEFAULT_GPU_MEMORY_DIVISOR, MAX_CAPACITY, NEGATIVE_REQUEST, mig_gpus
 from kai_cp.pod_affinity import ExistingPod, PodAffinityIndex, anti_terms, existing_labels
+from kai_cp.volumes import VolumeIndex, claim_names
 from kai_cp.topology import TopologyTree, add_constraint, affinity_constraint, build_trees, job_scopes, plain_scopes
 
 DEFAULT_JOB_PRIORITY = 50
@@ -268,6 +269,9 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
     plain = {name for name, job in jobs.items() if DEFAULT_PODSET in job.podsets and len(job.podsets) == 1
              and not (job.pod_group.spec and job.pod_group.spec.sub_groups)}
     derive_pod = derive.pod
+    claims = raw.persistent_volume_claims
+    volume_index = VolumeIndex(claims, raw.storage_classes) if claims else None
+    unchecked: list[str] = []                  # pending pods with claims the snapshot cannot tell about
     for pod in raw.pods:
         rec = derive_pod(pod)
         status, node, request = rec.status, rec.node, rec.request
@@ -318,6 +322,11 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
         task.podset = ps_name
         job.podsets[ps_name].tasks.append(task)
         tasks.append(task)
+        if status == PENDING and pod.spec.volumes:
+            if volume_index is not None:
+                task.volume_problem = volume_index.problem(pod)
+            elif claim_names(pod):
+                unchecked.append(task.key)
         for p in request.problems:
             if status in (PENDING, GATED):
                 # An invalid GPU request (KAI's admission webhook would have refused the pod):
@@ -328,6 +337,11 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
                 warnings.append(ObjectWarning(f"Pod/{task.key}", field, p))
             else:
                 job.notes.append(f"pod {task.key}: {p}")
+    if unchecked:
+        more = f" (and {len(unchecked) - 1} more pods)" if len(unchecked) > 1 else ""
+        warnings.append(ObjectWarning(f"Pod/{unchecked[0]}", "spec.volumes",
+                                      f"the snapshot holds no PersistentVolumeClaims: the claims of this pod{more} "
+                                      f"are not checked"))
     table.add_tasks(other_usage)
     workload: Counter = Counter()
     for k, n in kinds.items():

@@ -97,6 +97,8 @@ def violations(state: ClusterState, session: Session, now: float | None = None) 
         load[p.node] += vec
         if not state.predicates.mask(p.task.predicate_key)[p.node] and not p.task.request.best_effort:
             out.append(f"{p.task.key} placed on {state.nodes[p.node].name}, which fails its predicates")
+        if p.task.volume_problem is not None:
+            out.append(f"{p.task.key} placed although its volumes stop it: {p.task.volume_problem}")
     free = table.free.copy()
     for e in session.evictions.values():
         free[e.node] += e.vec

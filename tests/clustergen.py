@@ -7,7 +7,7 @@ format of interfaces.md section 1: nodes with 0/2/4/8 GPUs, some tainted, cordon
 labelled; a 1-3 level queue tree with quotas (including -1, 0 and fractional GPU quotas),
 limits (including -1 and tight ones), weights and priorities; PodGroups with gangs, sub-groups,
 elastic pods, priority classes, explicit preemptibility, node selectors, node affinity and
-tolerations; host ports (hostNetwork too); init containers and sidecars; an extended resource (example.com/fpga) some nodes
+tolerations; host ports (hostNetwork too); volume claims, some missing; init containers and sidecars; an extended resource (example.com/fpga) some nodes
 offer and a few pending pods ask for; running, bound, binding, releasing and finished pods on nodes that fit them; and
 pending pods. A Topology (zone and rack, rack names repeated across zones; some nodes lack the
 labels) with required and preferred constraints on jobs and sub-groups (some naming a missing
@@ -230,19 +230,28 @@ def constraint(topology: str = TOPOLOGY, required: str | None = None, preferred:
 def snapshot(nodes: list[dict], queues: list[dict], pods: list[dict], pod_groups: list[dict],
              priority_classes: list[dict] | None = None, config: dict | None = None,
              bind_requests: list[dict] | None = None, scheduler_params: dict | None = None,
-             topologies: list[dict] | None = None) -> dict[str, Any]:
+             topologies: list[dict] | None = None, claims: list[dict] | None = None) -> dict[str, Any]:
     if priority_classes is None:
         priority_classes = [priority_class(n, v) for n, v in PRIORITY_CLASSES.items()]
     doc: dict[str, Any] = {"rawObjects": {
         "pods": pods, "nodes": nodes, "queues": queues, "podGroups": pod_groups,
         "bindRequests": bind_requests or [], "priorityClasses": priority_classes, "configMaps": [],
-        "persistentVolumeClaims": [], "csiStorageCapacities": [], "storageClasses": [], "csiDrivers": [],
+        "persistentVolumeClaims": claims or [], "csiStorageCapacities": [], "storageClasses": [], "csiDrivers": [],
         "resourceClaims": [], "resourceSlices": [], "deviceClasses": [], "topologies": topologies or []}}
     if config is not None:
         doc["config"] = config
     if scheduler_params is not None:
         doc["schedulerParams"] = scheduler_params
     return doc
+
+
+def claim(name: str, namespace: str) -> dict[str, Any]:
+    """A PersistentVolumeClaim bound to a volume."""
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-pvc-{namespace}-{name}"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": f"pv-{namespace}-{name}",
+                     "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Bound"}}
 
 
 def placement_config(gpu: str = "binpack", cpu: str = "binpack", actions: str | None = None) -> dict[str, Any]:
@@ -408,6 +417,7 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
     pods: list[dict] = []
     groups: list[dict] = []
     binds: list[dict] = []
+    claims: list[dict] = [claim("scratch", "default")]       # some claim: the snapshot holds claims
     for j in range(draw(st.integers(1, max_jobs))):
         name = f"job{j}"
         ns = draw(st.sampled_from(["default", "team-a"]))
@@ -503,6 +513,11 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
                             pods.append(reservation_pod(f"res-{g}", where, g))
                 if state == "Pending" and _chance(draw, 3):
                     pods[-1]["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+                if state == "Pending" and _chance(draw, 8):
+                    # a volume claim, which exists (bound) or not: a pod without it is not placed
+                    pods[-1]["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{pname}"}}]
+                    if _chance(draw, 50):
+                        claims.append(claim(f"data-{pname}", ns))
                 if state == "Pending" and _chance(draw, 6):
                     # a device plugin's resource that only some nodes (or none) have: the pod's
                     # gang cannot start where it fits nowhere (a model bug let its siblings bind)
@@ -514,7 +529,7 @@ def clusters(draw, max_nodes: int = 10, max_jobs: int = 8) -> dict[str, Any]:
         config = placement_config(gpu=draw(st.sampled_from(["binpack", "spread"])),
                                   cpu=draw(st.sampled_from(["binpack", "spread"])))
     return snapshot(nodes, queues, pods, groups, config=config, bind_requests=binds,
-                    topologies=[topology_object(TOPOLOGY, TOPOLOGY_LEVELS)])
+                    topologies=[topology_object(TOPOLOGY, TOPOLOGY_LEVELS)], claims=claims)
 
 
 # ------------------------------------------------------------------------------------------------

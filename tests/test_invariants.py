@@ -152,6 +152,7 @@ class Raw:
         self.queues = {q["metadata"]["name"]: q for q in raw["queues"]}
         self.prio = {pc["metadata"]["name"]: pc["value"] for pc in raw.get("priorityClasses", [])}
         self.topologies = raw.get("topologies", [])
+        self.claims = raw.get("persistentVolumeClaims") or []
 
     # -- queues ------------------------------------------------------------------------------
     def queue_path(self, name: str) -> list[str]:
@@ -350,6 +351,15 @@ def check_decisions(raw: Raw, out: dict[str, Any]) -> list[str]:
             if used_live[n][r] > raw.alloc[n][r]:
                 errors.append(f"node {n}: {r} of running, bound and pipelined pods {used_live[n][r]} > "
                               f"allocatable {raw.alloc[n][r]}")
+
+    # Volume claims: a pod whose claim the snapshot lacks is not placed.
+    claims = {(c["metadata"]["namespace"], c["metadata"]["name"]) for c in raw.claims}
+    for k in placed:
+        p = raw.pods.get(k)
+        for v in (p["spec"].get("volumes") or []) if p else []:
+            name = (v.get("persistentVolumeClaim") or {}).get("claimName")
+            if name and claims and (p["metadata"]["namespace"], name) not in claims:
+                errors.append(f"{k} placed although its claim {name} does not exist")
 
     # Host ports: one pod a node per (protocol, port), placed or there at cycle start.
     held: dict[tuple[str, str, int], str] = {}
@@ -663,6 +673,22 @@ def test_checker_catches_host_port_conflicts() -> None:
         raw, _decided({"default/p-0": "n1", "default/p-1": "n1"}, unschedulable=("g", "s", "npj", "h0"))))
     assert any("host port TCP/8080 held by team-a/web-0" in e for e in check_decisions(
         raw, _decided({"default/h-0": "n1"}, unschedulable=("g", "s", "npj", "p0", "p1"))))
+
+
+def test_checker_catches_a_pod_placed_without_its_claim() -> None:
+    import clustergen as cg
+
+    doc = _doc_for_checker()
+    doc["rawObjects"]["persistentVolumeClaims"] = [cg.claim("there", "default")]
+    for name, claim in (("v-0", "there"), ("w-0", "gone")):
+        p = cg.pod(name, name[0], queue_name="q")
+        p["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+        doc["rawObjects"]["pods"].append(p)
+        doc["rawObjects"]["podGroups"].append(cg.pod_group(name[0], "q"))
+    raw = Raw(doc)
+    assert check_decisions(raw, _decided({"default/v-0": "n1"}, unschedulable=("g", "s", "npj", "w"))) == []
+    assert any("claim gone does not exist" in e for e in check_decisions(
+        raw, _decided({"default/w-0": "n1"}, unschedulable=("g", "s", "npj", "v"))))
 
 
 def test_checker_counts_extended_resources() -> None:

@@ -75,7 +75,8 @@ def pod(name: str, namespace: str, group: str, cpu: str = "1", memory: str = "1G
 def create(kube: Kube, body: dict) -> dict:
     gv = body["apiVersion"]
     plural = {"Queue": "queues", "PodGroup": "podgroups", "Pod": "pods", "Namespace": "namespaces",
-              "Node": "nodes", "PriorityClass": "priorityclasses"}[body["kind"]]
+              "Node": "nodes", "PriorityClass": "priorityclasses", "PersistentVolumeClaim": "persistentvolumeclaims",
+              "StorageClass": "storageclasses"}[body["kind"]]
     return kube.create(object_path(gv, plural, body["metadata"].get("namespace")), body)
 
 

@@ -184,11 +184,11 @@ class Allocator:
 
     def _shape(self, job: JobInfo, tasks: list[TaskInfo]) -> tuple:
         """What an attempt's outcome depends on, besides the session: queue, preemptibility, the
-        tasks' requests and constraints and the job's gang state."""
+        tasks' requests and constraints (their claims' problems too) and the job's gang state."""
         s = self.session
         return (job.queue, job.preemptible, len(job.podsets), DEFAULT_PODSET in job.podsets, self.fitter.nominated_bonus,
                 tuple((ps.name, ps.min_available, s.active_allocated(job, ps.name)) for ps in job.podsets.values()),
-                tuple((t.request, t.predicate_key, t.nominated_node, t.podset) for t in tasks))
+                tuple((t.request, t.predicate_key, t.nominated_node, t.podset, t.volume_problem) for t in tasks))
 
     def _place_tasks(self, job: JobInfo, tasks: list[TaskInfo], outcome: JobOutcome,
                      mask: np.ndarray | None = None, scores: np.ndarray | None = None) -> bool:
@@ -257,7 +257,7 @@ class Allocator:
         Inside a topology node set (`mask`) nodes are ranked afresh per task, with the set's scores."""
         pre = self.fitter.pre_predicate_error(task)
         if pre is not None:
-            return f"Scheduling conditions were not met for pod {task.key}:\nMaxNodePoolResources: {pre}."
+            return f"Scheduling conditions were not met for pod {task.key}:\n{pre}."
         cap_err = self._task_capacity_error(job, task) if self._task_checks else None
         if cap_err is not None:
             return summarize({cap_err: len(self.state.nodes)})

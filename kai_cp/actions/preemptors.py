@@ -75,10 +75,11 @@ class ActionOutcome:
 
 def signature(job: JobInfo) -> tuple:
     """Jobs of the same shape (6.2.6): per PodSet its topology constraints and, per pending pod,
-    its scheduling constraints (selectors, affinity, tolerations: the predicate key) and priority."""
+    its scheduling constraints (selectors, affinity, tolerations: the predicate key; volumes, as
+    the problem of its claims) and priority."""
     out = [repr(job.topology_constraint), job.priority]
     for name, ps in job.podsets.items():
-        out.append((name, tuple(sorted({repr(t.predicate_key) for t in ps.pending}))))
+        out.append((name, tuple(sorted({repr((t.predicate_key, t.volume_problem)) for t in ps.pending}))))
     return tuple(out)
 
 

@@ -53,7 +53,8 @@ def build_classes(state: ClusterState, greedy: GreedyResult) -> list[PodClass]:
         for ps in sorted(job.podsets.values(), key=lambda p: p.name):
             groups: dict[tuple, list] = {}
             for t in ps.pending:
-                if modelled(t) and not table.missing_resources(t):   # a resource no node has: fits nowhere
+                # a resource no node has, or claims that stop the pod (kai_cp/volumes.py): fits nowhere
+                if modelled(t) and t.volume_problem is None and not table.missing_resources(t):
                     groups.setdefault((t.request, t.predicate_key, t.nominated_node), []).append(t)
             for tasks in groups.values():
                 vec = table.vector(tasks[0])
