@@ -27,7 +27,8 @@ from kai_cp.session import Session
 from kai_cp.state import ClusterState
 from kai_cp.validate import violations
 
-from kai_cp.defaults import DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES, SEED_MAX, SEED_MIN  # noqa: F401 (re-exported)
+from kai_cp.defaults import (DEFAULT_SEED, DEFAULT_TIME_LIMIT, DEFAULT_WORKERS, ENGINES,  # noqa: F401 (re-exported)
+                             SEED_MAX, SEED_MIN)
 
 if TYPE_CHECKING:        # (the model's modules import OR-Tools: only cp-sat cycles load them)
     from kai_cp.model.base import ModelContext

@@ -15,8 +15,8 @@ from kai_cp.jobs import TaskInfo
 from kai_cp.mig import types_of
 from kai_cp.pod_affinity import preferred_scores
 from kai_cp.session import Session
-from kai_cp.volumes import PLUGIN as VOLUME_PLUGIN
 from kai_cp.state import ClusterState
+from kai_cp.volumes import PLUGIN as VOLUME_PLUGIN
 
 _RESOURCE_REASON = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "memory"}
 NO_NODES_HEADER = "no nodes with enough resources were found"

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kai_cp.resources import SIDECAR_RESTART_POLICY
+
 #: The synthetic topology key whose domains are single nodes (PodAffinityIndex.codes), so a
 #: node without a hostname label is still one domain.
 NODE_KEY = "kai-cp.internal/node"
@@ -26,8 +28,6 @@ NODE_KEY = "kai-cp.internal/node"
 LABEL_PREFIX = "kai-cp.internal/host-port."
 #: The reason Kubernetes' NodePorts filter gives.
 REASON = "node(s) didn't have free ports for the requested pod ports"
-
-_SIDECAR = "Always"
 
 
 def wanted(spec: Any) -> tuple[tuple[str, int], ...]:
@@ -45,7 +45,7 @@ def wanted(spec: Any) -> tuple[tuple[str, int], ...]:
     out: set[tuple[str, int]] = set()
     containers = list(spec.containers or [])
     for c in spec.init_containers or ():
-        if getattr(c, "restart_policy", None) == _SIDECAR:
+        if getattr(c, "restart_policy", None) == SIDECAR_RESTART_POLICY:
             containers.append(c)
     for c in containers:
         for p in c.ports or ():
