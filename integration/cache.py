@@ -338,22 +338,14 @@ class Informer:
                         log.warning("%s: %s is not served by the API server (CRD missing?); scheduling without "
                                     "it and checking again every 30s", self.kind.key,
                                     " nor ".join(k.path for k in self._versions))
-                    with self.lock:
-                        self.store, self.invalid = {}, {}
-                        self.version += 1
-                    self.synced.set()
-                    self._stop.wait(30)
+                    self._without(30)
                     continue
                 if e.status == 403 and self.kind.optional and self.rv is None:
                     if not self.synced.is_set():
                         log.warning("%s: not permitted to list %s (RBAC from before kai-cp read it? see "
                                     "deploy/rbac.yaml); scheduling without it and asking again every 60s",
                                     self.kind.key, self.kind.path)
-                    with self.lock:
-                        self.store, self.invalid = {}, {}
-                        self.version += 1
-                    self.synced.set()
-                    self._stop.wait(60)
+                    self._without(60)
                     continue
                 if e.status == 410:
                     self.stats["gone"] = self.stats.get("gone", 0) + 1
@@ -369,6 +361,14 @@ class Informer:
                 log.exception("%s: unexpected error: %s", self.kind.key, e)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
+
+    def _without(self, seconds: float) -> None:
+        """Schedule without this kind (none of its objects, synced) and look again later."""
+        with self.lock:
+            self.store, self.invalid = {}, {}
+            self.version += 1
+        self.synced.set()
+        self._stop.wait(seconds)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self.run, name=f"informer-{self.kind.key}", daemon=True)
