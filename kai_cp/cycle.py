@@ -226,6 +226,12 @@ def decode_reserve(ctx: ModelContext) -> float:
         + DECODE_SECONDS_PER_VICTIM * victims
 
 
+def check_deadline(end: float, session: Session) -> float:
+    """Where KAI's eviction actions run on the model's answer, the instant they stop: `end` less
+    what checking the decisions then takes (kai_cp/validate.py, VALIDATE_SECONDS_PER_POD)."""
+    return end - VALIDATE_SECONDS_PER_POD * len(session.placements)
+
+
 def resume_search(state: ClusterState, kai: GreedyResult, time_limit: float, end: float, stats: dict[str, Any]) -> None:
     """Where a CP-SAT cycle falls back to KAI's decisions, KAI's eviction search, stopped for the
     model at HINT_SHARE of the limit, goes on from where it stopped until the cycle's end, with the
@@ -435,7 +441,9 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
     actions: dict = {}
     if fixed or (lean and time.perf_counter() + (lean_after or 0.0) <= t0 + settings.time_limit):
         t = time.perf_counter()
-        budget = hint_budget(state, end)
+        # The check of the decisions follows: the search stops in time for it (it ran to `end`,
+        # and a 10,000-node cycle's check then took it 10-40 ms past its limit).
+        budget = hint_budget(state, check_deadline(end, session))
         actions = run_evictions(state, session, now, budget)
         stats["evictSeconds"] = round(time.perf_counter() - t, 6)
         if budget.clocked:

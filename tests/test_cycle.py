@@ -737,3 +737,34 @@ def test_a_slow_second_allocate_does_not_shrink_what_is_kept_back_for_the_evicti
     # what is left (after the stalled allocate) less the decoding reserve and the actions' >= 0.3 s
     [(budget, left)] = budgets
     assert budget <= left - 0.3, budgets
+
+
+def test_the_eviction_actions_after_the_model_leave_the_check_its_time(monkeypatch) -> None:
+    """KAI's eviction actions run on the model's answer stop where checking the decisions
+    (kai_cp/validate.py) still fits in the limit: they ran to the cycle's end, and a 10,000-node
+    cp-sat cycle then took 1.01 s of its 1 s, its check after them."""
+    import time
+
+    import kai_cp.cycle as cycle_module
+    from kai_cp.cli import _load, _state
+
+    seen: list[tuple[float, float, int]] = []
+    real = cycle_module.run_evictions
+
+    def recorded(state, session, now, budget):
+        seen.append((budget.deadline, time.perf_counter(), len(session.placements)))
+        return real(state, session, now, budget)
+    monkeypatch.setattr(cycle_module, "run_evictions", recorded)
+    # a slower check (0.5 ms a placement, 20x), so the time kept for it (~25 ms here) stands out
+    monkeypatch.setattr(cycle_module, "VALIDATE_SECONDS_PER_POD", 5e-4)
+    state = _state(_load(str(Path(__file__).resolve().parent.parent / "examples" / "cluster-snapshot.zip"), views=True))
+    cycle_module.load_engine("cp-sat")        # imported before the cycle's clock starts
+    start = time.perf_counter()
+    res = run_cycle(state, CycleSettings(engine="cp-sat", time_limit=1.0))
+    assert "greedy actions after the" in res.stats.get("evictionsBy", ""), res.stats
+    [(deadline, _, placements)] = seen
+    end = start + 1.0 - cycle_module.END_RESERVE
+    assert placements > 0
+    # the cycle's own clock starts a little after `start`: within a millisecond here
+    assert end - cycle_module.VALIDATE_SECONDS_PER_POD * placements - 5e-3 <= deadline \
+        <= end - cycle_module.VALIDATE_SECONDS_PER_POD * placements + 5e-3
