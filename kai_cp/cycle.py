@@ -226,6 +226,15 @@ def decode_reserve(ctx: ModelContext) -> float:
         + DECODE_SECONDS_PER_VICTIM * victims
 
 
+def _build_deadline(t0: float, time_limit: float, after_model: float, greedy: GreedyResult) -> float:
+    """Past this instant the solver would get less than MIN_SOLVE_SECONDS (the budget keeps at
+    least the decoding reserve back) and the cycle falls back whatever the model: building it,
+    or going on building it (seconds at 10,000 nodes), would only make the fallback late."""
+    from kai_cp.model.solve import MIN_SOLVE_SECONDS
+    return (t0 + time_limit - MIN_SOLVE_SECONDS - DECODE_RESERVE - after_model
+            - (DECODE_SECONDS_PER_POD + VALIDATE_SECONDS_PER_POD) * len(greedy.session.placements))
+
+
 def check_deadline(end: float, session: Session) -> float:
     """Where KAI's eviction actions run on the model's answer, the instant they stop: `end` less
     what checking the decisions then takes (kai_cp/validate.py, VALIDATE_SECONDS_PER_POD)."""
@@ -361,6 +370,7 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
     lean_after: float | None = None
     if not fixed and not greedy.session.evictions and not any(a.solved for a in greedy.actions.values()):
         lean_after = actions_seconds
+    too_little = "KAI's actions left too little of the cycle's time limit to build the model"
     if fixed:
         # The model cannot decide these evictions: it decides the allocation alone (from KAI's
         # allocate as hint) and KAI's eviction actions then run on its answer; greedy's whole
@@ -368,16 +378,20 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
         # budget.
         stats["evictionsBy"] = f"greedy actions after the model ({fixed})"
         after_model = actions_seconds
+        # The hint is allocate run again alone: where that, as long as it took in KAI's actions,
+        # leaves the model no time, the cycle falls back now, and KAI's search resumed gets the
+        # time (at 10,000 nodes allocate ran 0.36 s again, then the fallback, then the search,
+        # and the cycle ended 0.05-0.1 s past its limit).
+        if time.perf_counter() + full.allocate_seconds + BUILD_SECONDS_PER_JOB * len(full.order) >= \
+                _build_deadline(t0, settings.time_limit, after_model, full):
+            stats["fallbackReason"] = too_little
+            return kais("greedy", "FALLBACK")
         greedy = run_greedy(state, now, evictions=False)
         lean_after = 0.0
     t1 = time.perf_counter()
-    # Past this point the solver would get less than MIN_SOLVE_SECONDS (the budget below keeps at
-    # least this decoding reserve back) and the cycle falls back whatever the model: building it,
-    # or going on building it (seconds at 10,000 nodes), would only make the fallback late.
-    deadline = (t0 + settings.time_limit - MIN_SOLVE_SECONDS - DECODE_RESERVE - after_model
-                - (DECODE_SECONDS_PER_POD + VALIDATE_SECONDS_PER_POD) * len(greedy.session.placements))
+    deadline = _build_deadline(t0, settings.time_limit, after_model, greedy)
     if t1 + BUILD_SECONDS_PER_JOB * len(greedy.order) >= deadline:
-        stats["fallbackReason"] = "KAI's actions left too little of the cycle's time limit to build the model"
+        stats["fallbackReason"] = too_little
         return kais("greedy", "FALLBACK")
     # A lean model's allocation needs decoding and KAI's eviction actions after it only where it
     # is not greedy's own (which the solver then proved best, or found nothing above): when no
