@@ -69,6 +69,9 @@ class ClusterState:
     # only: a second container of 30,000 JobInfo objects doubled the state's deallocation)
     victims: list[str] = field(default_factory=list)
     victim_jobs: dict[str, VictimColumns] = field(default_factory=dict)
+    # some pod of ours carries required anti-affinity (host ports included): pods placed in one
+    # cycle, pending ones or victims an eviction action moves, must then keep away from each other
+    anti_carriers: bool = False
 
     def queue_path(self, queue: str) -> tuple[QueueInfo, ...]:
         """The queue and its ancestors up to the root, once per state and queue (read at every
@@ -272,6 +275,7 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
     claims = raw.persistent_volume_claims
     volume_index = VolumeIndex(claims, raw.storage_classes) if claims else None
     unchecked: list[str] = []                  # pending pods with claims the snapshot cannot tell about
+    anti_carriers = False
     for pod in raw.pods:
         rec = derive_pod(pod)
         status, node, request = rec.status, rec.node, rec.request
@@ -322,6 +326,9 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
         task.podset = ps_name
         job.podsets[ps_name].tasks.append(task)
         tasks.append(task)
+        aff = rec.predicate_key[3]
+        if aff and aff[3]:
+            anti_carriers = True
         if status == PENDING and pod.spec.volumes:
             if volume_index is not None:
                 task.volume_problem = volume_index.problem(pod)
@@ -384,6 +391,7 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
                         jobs=jobs, tasks=tasks, total=total, warnings=warnings, orphan_groups=orphan_groups,
                         snapshot=snap, legacy_mig_nodes=legacy_nodes, workload=workload, topologies=trees,
                         gpu_memory_divisor=divisor, stale_watch=stale_watch, waiting_jobs=waiting_jobs,
+                        anti_carriers=anti_carriers,
                         victims=victims, victim_jobs=victim_jobs)
 
 

@@ -134,3 +134,32 @@ def test_an_empty_namespace_selector_selects_every_namespace():
     groups = [cg.pod_group("old", "q", namespace="other"), cg.pod_group("new", "q")]
     for engine in ENGINES:
         assert _placed(_cycle(_doc(2, pods, groups), engine)) == {"default/new-0": "n1"}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("rule", ["host-port", "anti-affinity", "none"])
+def test_victims_consolidation_moves_keep_away_from_each_other(engine: str, rule: str) -> None:
+    """A gang of two 8-GPU pods needs n0 and n1, each half taken by a victim; n2 is free but
+    tainted for all but the victims. Consolidation would move both victims onto n2, where the
+    second cannot run beside the first when both want one host port, or are anti-affine per node:
+    it moved them there all the same, as the in-cycle check ran only for pending carriers."""
+    kw: dict[str, Any] = {}
+    if rule == "host-port":
+        kw["host_ports"] = [(29500, "TCP")]
+    elif rule == "anti-affinity":
+        kw["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"role": "worker"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+        kw["labels"] = {"role": "worker"}
+    nodes = [cg.node("n0", gpus=8), cg.node("n1", gpus=8), cg.node("n2", gpus=8, taints=[("dedicated", "batch", "NoSchedule")])]
+    tol = [{"key": "dedicated", "operator": "Exists"}]
+    pods = [cg.pod(f"r{i}-0", f"r{i}", gpus=4, queue_name="q", phase="Running", node_name=f"n{i}", tolerations=tol, **kw)
+            for i in range(2)]
+    pods += [cg.pod(f"big-{i}", "big", gpus=8, queue_name="q") for i in range(2)]
+    groups = [cg.pod_group(f"r{i}", "q", priority_class="train") for i in range(2)]
+    groups.append(cg.pod_group("big", "q", min_member=2, priority_class="train"))
+    out = _cycle(cg.snapshot(nodes, [cg.queue("q")], pods, groups), engine)
+    moved = sorted(b["node"] for b in out["pipelined"] if b["pod"].startswith("default/r"))
+    if rule == "none":
+        assert moved == ["n2", "n2"] and len(out["evictions"]) == 2
+    else:
+        assert moved == [] and out["evictions"] == [] and _placed(out) == {}

@@ -100,9 +100,12 @@ class Allocator:
         self._failure: tuple | None = None
         self._explain = True                          # work out why a task fits nowhere (attempt_tasks)
         self._task_checks = True                      # the per-task queue check can fail (_attempt_tasks)
-        # In-cycle anti-affinity can only involve pods this cycle places: pending ones (of the
-        # jobs with waiting pods, not a scan of every pod per action).
-        self.anti = any(carries_anti_affinity(t) for j in state.waiting_jobs for t in j.waiting if t.status == PENDING)
+        # In-cycle anti-affinity involves the pods this cycle places: pending ones (of the jobs
+        # with waiting pods, not a scan of every pod per action), and in an eviction action's
+        # simulations (`growing`) the victims it moves too (two moved victims wanting one host
+        # port went to one node).
+        self.anti = (growing and state.anti_carriers) or \
+            any(carries_anti_affinity(t) for j in state.waiting_jobs for t in j.waiting if t.status == PENDING)
 
     def _in_cycle_mask(self, task: TaskInfo, mask: np.ndarray | None) -> np.ndarray | None:
         """Narrow the nodes by anti-affinity with pods placed earlier in this cycle (both directions)."""
