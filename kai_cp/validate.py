@@ -1,7 +1,7 @@
 """Independent check of a cycle's decisions against the invariants every engine must keep:
-node resources, static predicates, host ports, gang minimums, queue limits and the
-non-preemptible quota, shared GPUs, and the eviction rules (who may lose pods to which action, min-runtime protection,
-reclaim's gates 1 and 2).
+node resources, static predicates, host ports, in-cycle pod anti-affinity, gang minimums, queue
+limits and the non-preemptible quota, shared GPUs, and the eviction rules (who may lose pods to
+which action, min-runtime protection, reclaim's gates 1 and 2).
 
 It shares no code with the engines' constraint logic, so tests (and a paranoid caller) can use
 it to catch a model or greedy bug rather than repeat it. (The one thing it reads from the
@@ -77,6 +77,41 @@ def host_port_violations(state: ClusterState, session: Session) -> list[str]:
     return out
 
 
+def anti_affinity_violations(state: ClusterState, session: Session) -> list[str]:
+    """Required pod anti-affinity among the pods this cycle places (pending ones and moved
+    victims): no placed pod in the topology domain of a placed pod whose term selects it. (Against
+    pods on nodes at cycle start the terms are the static predicates, checked above.) Pairs are
+    only compared within one domain of the term's key."""
+    index = state.predicates.pod_index
+    placed = list(session.placements.values())
+    carriers = [p for p in placed if p.task.predicate_key[3] and p.task.predicate_key[3][3]]
+    if index is None or not carriers:
+        return []
+    out: list[str] = []
+    by_domain: dict[str, dict[int, list]] = {}           # topology key -> domain -> placements there
+    for c in carriers:
+        owner = c.task.predicate_key[3]
+        for term in owner[3]:
+            codes, _ = index.codes(term.topology_key)
+            here = codes[c.node]
+            if here < 0:
+                continue
+            domains = by_domain.get(term.topology_key)
+            if domains is None:
+                domains = by_domain[term.topology_key] = {}
+                for p in placed:
+                    domains.setdefault(int(codes[p.node]), []).append(p)
+            for o in domains.get(int(here), ()):
+                if o is c:
+                    continue
+                okey = o.task.predicate_key[3]
+                labels = dict(okey[1]) if okey else ((o.task.pod.metadata.labels or {}) if o.task.pod is not None else {})
+                if term.selects(labels, o.task.namespace, c.task.namespace):
+                    out.append(f"{o.task.key} placed on {state.nodes[o.node].name} in the {term.topology_key} domain "
+                               f"of {c.task.key}, whose required anti-affinity keeps it away")
+    return out
+
+
 assert RESOURCES == ("cpu", "memory", "gpu")        # the order the queue sums below use
 
 
@@ -110,6 +145,7 @@ def violations(state: ClusterState, session: Session, now: float | None = None) 
         out.append(f"node {state.nodes[n].name}: {table.resources[r]} placed {load[n, r]} > free {free[n, r]}")
     out += shared_gpu_violations(state, session)
     out += host_port_violations(state, session)
+    out += anti_affinity_violations(state, session)
     # Gangs.
     placed_jobs = {p.task.job for p in session.placements.values()}
     for name in placed_jobs:

@@ -163,3 +163,20 @@ def test_victims_consolidation_moves_keep_away_from_each_other(engine: str, rule
         assert moved == ["n2", "n2"] and len(out["evictions"]) == 2
     else:
         assert moved == [] and out["evictions"] == [] and _placed(out) == {}
+
+
+def test_the_validator_catches_anti_affine_pods_placed_together():
+    from kai_cp.actions.allocate import run_allocate
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"role": "worker"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    pods = [cg.pod(f"a-{i}", f"a{i}", gpus=1, queue_name="q", affinity=anti, labels={"role": "worker"}) for i in range(2)]
+    state = build_cluster_state(load_snapshot_dict(_doc(2, pods, [cg.pod_group(f"a{i}", "q") for i in range(2)])))
+    greedy = run_allocate(state)
+    assert sorted(state.nodes[p.node].name for p in greedy.session.placements.values()) == ["n0", "n1"]
+    assert violations(state, greedy.session) == []
+    second = next(p for p in greedy.session.placements.values() if state.nodes[p.node].name == "n1")
+    first = next(p for p in greedy.session.placements.values() if p is not second)
+    greedy.session.unplace(second.task)
+    greedy.session.place(second.task, first.node, pipelined=False)       # what a bug would do
+    broken = violations(state, greedy.session)
+    assert any("required anti-affinity keeps it away" in b for b in broken), broken
