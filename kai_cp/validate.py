@@ -168,17 +168,57 @@ def violations(state: ClusterState, session: Session, now: float | None = None) 
         out += min_runtime_violations(state, session, now)
     out += gate1_violations(state, session)
     out += gate2_violations(state, session)
+    # KAI's job-level check counts a GPU-memory pod as no GPU and its per-task check a whole-GPU
+    # pod as one GPU whatever its count (spec 3.6, quirk): a gang of a 2-GPU pod and a 0.25-GPU
+    # memory pod may end at 2.25 in a queue limited to 2. What holds is the limit with GPU-memory
+    # pods counted as none, and each of them within it beside what its queue held at least.
+    memory, memory_np, largest, lost = _memory_pod_gpus(state, session)
     for qname, add in added.items():
         q = state.queues[qname]
         for i, r in enumerate(RESOURCES):
-            if add[i] > 0 and q.limit[r] != -1 and q.allocated[r] + add[i] > max(q.limit[r], q.allocated[r]):
+            counted = add[i] - (memory.get(qname, 0) if r == "gpu" else 0)
+            if add[i] > 0 and q.limit[r] != -1 and q.allocated[r] + counted > max(q.limit[r], q.allocated[r]):
                 out.append(f"queue {qname}: {r} {q.allocated[r] + add[i]} over limit {q.limit[r]}")
     for qname, add in added_np.items():
         q = state.queues[qname]
         for i, r in enumerate(RESOURCES):
-            if add[i] > 0 and q.deserved[r] != -1 and q.allocated_np[r] + add[i] > max(q.deserved[r], q.allocated_np[r]):
+            counted = add[i] - (memory_np.get(qname, 0) if r == "gpu" else 0)
+            if add[i] > 0 and q.deserved[r] != -1 and q.allocated_np[r] + counted > max(q.deserved[r], q.allocated_np[r]):
                 out.append(f"queue {qname}: non-preemptible {r} {q.allocated_np[r] + add[i]} over quota {q.deserved[r]}")
+    for qname, portion in largest.items():
+        q = state.queues[qname]
+        least = q.allocated["gpu"] - lost.get(qname, 0)       # what the queue held at least when it was placed
+        if q.limit["gpu"] != -1 and least + portion > q.limit["gpu"]:
+            out.append(f"queue {qname}: a GPU-memory pod of {portion} GPU placed beside at least {least} "
+                       f"over limit {q.limit['gpu']}")
     return out
+
+
+def _memory_pod_gpus(state: ClusterState, session: Session) -> tuple[dict, dict, dict, dict]:
+    """Per queue of the tree: the GPUs of the GPU-memory pods placed (all jobs', non-preemptible
+    jobs'), the largest one, and the GPUs the queue lost to evictions this cycle."""
+    memory: dict[str, int | Fraction] = {}
+    memory_np: dict[str, int | Fraction] = {}
+    largest: dict[str, int | Fraction] = {}
+    lost: dict[str, int | Fraction] = {}
+    nodes = state.nodes
+    for p in session.placements.values():
+        if p.task.request.kind != "GpuMemory" or p.task.key in session.evictions:
+            continue
+        job = state.jobs[p.task.job]
+        gpu = queue_gpu_of_accepted(p.task, nodes[p.node].gpu_memory)
+        for q in state.queue_path(job.queue):
+            memory[q.name] = memory.get(q.name, 0) + gpu
+            if not job.preemptible:
+                memory_np[q.name] = memory_np.get(q.name, 0) + gpu
+            largest[q.name] = max(largest.get(q.name, 0), gpu)
+    if largest:
+        for e in session.evictions.values():
+            job = state.jobs[e.task.job]
+            gpu = queue_gpu_of_accepted(e.task, nodes[e.node].gpu_memory)
+            for q in state.queue_path(job.queue):
+                lost[q.name] = lost.get(q.name, 0) + gpu
+    return memory, memory_np, largest, lost
 
 
 def eviction_violations(state: ClusterState, session: Session) -> list[str]:

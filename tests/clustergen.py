@@ -7,9 +7,10 @@ format of interfaces.md section 1: nodes with 0/2/4/8 GPUs, some tainted, cordon
 labelled; a 1-3 level queue tree with quotas (including -1, 0 and fractional GPU quotas),
 limits (including -1 and tight ones), weights and priorities; PodGroups with gangs, sub-groups,
 elastic pods, priority classes, explicit preemptibility, node selectors, node affinity and
-tolerations; host ports (hostNetwork too); volume claims, some missing; init containers and sidecars; an extended resource (example.com/fpga) some nodes
-offer and a few pending pods ask for; running, bound, binding, releasing and finished pods on nodes that fit them; and
-pending pods. A Topology (zone and rack, rack names repeated across zones; some nodes lack the
+tolerations; host ports (hostNetwork too); volume claims, some missing; init containers and
+sidecars; an extended resource (example.com/fpga) some nodes offer and a few pending pods ask
+for; running, bound, binding, releasing and finished pods on nodes that fit them; and pending
+pods. A Topology (zone and rack, rack names repeated across zones; some nodes lack the
 labels) with required and preferred constraints on jobs and sub-groups (some naming a missing
 topology or level), and jobs whose pods must share a zone or keep one per node (pod affinity).
 
@@ -391,7 +392,8 @@ class _Room:
             a = n["status"]["allocatable"]
             self.free[n["metadata"]["name"]] = [
                 int(a["cpu"]) * 1000 if not a["cpu"].endswith("m") else int(a["cpu"][:-1]),
-                int(a["memory"][:-2]) * GI, int(a.get(GPU, "0")), int(a["pods"])]
+                int(a["memory"][:-2]) * GI, int(a.get(GPU, "0")), int(a["pods"]),
+                1]                 # one host port (contended_clusters' 29500): a vector may ask for it
         self.names = [n["metadata"]["name"] for n in nodes]
 
     def take(self, start: int, vec: list[int]) -> str | None:
@@ -564,7 +566,8 @@ def contended_clusters(draw, max_nodes: int = 4, max_running: int = 10, max_pend
     or explicit preemptibility; some with a last-start annotation), pending jobs wanting more than
     is free, and a queue tree (one or two departments) whose quotas, limits and weights put some
     queues over their fair share and others under it; queues may carry preemptMinRuntime and
-    reclaimMinRuntime. config.actions is allocate followed by a non-empty subset of
+    reclaimMinRuntime; some jobs want one host port (one pod a node). config.actions is allocate
+    followed by a non-empty subset of
     consolidation, reclaim and preempt in KAI's order. No shared GPUs, taints or topology: the
     eviction rules are the subject here. With `topology`, nodes sit in zones and racks (some
     tainted or NotReady: KAI counts a domain's room by resources alone) and pending jobs may
@@ -635,9 +638,12 @@ def contended_clusters(draw, max_nodes: int = 4, max_running: int = 10, max_pend
         pg = pod_group(name, qname, min_member=sum(mm for _, mm, _, _ in podsets), priority_class=pclass,
                        preemptibility=preempt, sub_groups=sub_groups or None, created=created, topology=constrained)
         selector = {"pool": draw(st.sampled_from(["a", "b"]))} if _chance(draw, 10) else None
+        # a host port some jobs want (one pod a node among them: as victims moved, and preemptors)
+        ports = [(29500, "TCP")] if _chance(draw, 15) else []
         where: list[str | None] = []
         if running:
-            vecs = [[1000, GI, g, 1] for _, _, count, g in podsets for _ in range(count)]
+            # the fifth entry: the host port, one a node (what the kubelet admits)
+            vecs = [[1000, GI, g, 1, 1 if ports else 0] for _, _, count, g in podsets for _ in range(count)]
             # each PodSet's first minMember pods are its core: they run together or not at all
             ranks = [(k, mm) for _, mm, count, _ in podsets for k in range(count)]
             core = [i for i, (k, mm) in enumerate(ranks) if k < mm]
@@ -658,7 +664,7 @@ def contended_clusters(draw, max_nodes: int = 4, max_running: int = 10, max_pend
                 w = where[i] if running else None
                 pods.append(pod(f"{name}-{i}", name, cpu_m=1000, mem_b=GI, gpus=g,
                                 phase="Running" if w else "Pending", node_name=w, queue_name=qname, subgroup=sg,
-                                node_selector=selector, created=created + 1 + i))
+                                node_selector=selector, created=created + 1 + i, host_ports=ports))
                 i += 1
 
     for j in range(draw(st.integers(2 * len(nodes), max(2 * len(nodes), max_running)))):

@@ -180,3 +180,35 @@ def test_a_reclaimer_stays_within_its_queues_fair_share() -> None:
                                                      "over its fair share 2"]
     assert check("npc", ["a0-0"]) == ["reclaim for npc: queue b would hold at least cpu 3000 with it, "
                                       "over its non-preemptible quota 2000"]
+
+
+def _memory_state(running_gpus: int):
+    """A queue limited to 2 GPUs, holding `running_gpus`, with a pending gang of a 2-GPU pod and
+    a 20,000 MiB GPU-memory pod (0.25 of an 81,920 MiB device)."""
+    nodes = [cg.node("n1", gpus=8)]
+    queues = [cg.queue("dept"), cg.queue("q", "dept", gpu=cg.resource(-1, 2, 1))]
+    pods = [cg.pod(f"run-{i}", "run", gpus=1, queue_name="q", phase="Running", node_name="n1")
+            for i in range(running_gpus)]
+    pods += [cg.pod("gang-0", "gang", gpus=2, queue_name="q", subgroup="workers"),
+             cg.pod("gang-1", "gang", queue_name="q", subgroup="ps", annotations={"gpu-memory": "20000"})]
+    groups = [cg.pod_group("run", "q", min_member=max(1, running_gpus)),
+              cg.pod_group("gang", "q", min_member=2, sub_groups=[{"name": "workers", "minMember": 1},
+                                                                  {"name": "ps", "minMember": 1}])]
+    return build_cluster_state(load_snapshot_dict(cg.snapshot(nodes, queues, pods, groups)))
+
+
+def test_a_gang_with_a_gpu_memory_pod_may_end_past_its_limit_by_that_pod():
+    """KAI's checks count a GPU-memory pod as no GPU for the job and a whole-GPU pod as one GPU
+    per task (spec 3.6): the gang ends at 2.25 GPUs in a queue limited to 2, as greedy places it.
+    A GPU-memory pod beside a queue already at its limit is refused by the per-task check."""
+    from kai_cp.actions.allocate import run_allocate
+    state = _memory_state(0)
+    greedy = run_allocate(state)
+    assert sorted(greedy.session.placements) == ["default/gang-0", "default/gang-1"]
+    assert violations(state, greedy.session) == []
+    state = _memory_state(2)
+    s = Session.open(state)
+    task = next(t for t in state.tasks if t.key == "default/gang-1")
+    s.place(task, 0, pipelined=False, gpu_groups=("grp-new",))
+    broken = violations(state, s)
+    assert any("GPU-memory pod of 1/4 GPU placed beside at least 2 over limit 2" in b for b in broken), broken
