@@ -371,6 +371,9 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
     if not fixed and not greedy.session.evictions and not any(a.solved for a in greedy.actions.values()):
         lean_after = actions_seconds
     too_little = "KAI's actions left too little of the cycle's time limit to build the model"
+
+    def no_time_to_build(at: float, hint: GreedyResult) -> bool:
+        return at + BUILD_SECONDS_PER_JOB * len(hint.order) >= _build_deadline(t0, settings.time_limit, after_model, hint)
     if fixed:
         # The model cannot decide these evictions: it decides the allocation alone (from KAI's
         # allocate as hint) and KAI's eviction actions then run on its answer; greedy's whole
@@ -382,15 +385,14 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
         # leaves the model no time, the cycle falls back now, and KAI's search resumed gets the
         # time (at 10,000 nodes allocate ran 0.36 s again, then the fallback, then the search,
         # and the cycle ended 0.05-0.1 s past its limit).
-        if time.perf_counter() + full.allocate_seconds + BUILD_SECONDS_PER_JOB * len(full.order) >= \
-                _build_deadline(t0, settings.time_limit, after_model, full):
+        if no_time_to_build(time.perf_counter() + full.allocate_seconds, full):
             stats["fallbackReason"] = too_little
             return kais("greedy", "FALLBACK")
         greedy = run_greedy(state, now, evictions=False)
         lean_after = 0.0
     t1 = time.perf_counter()
     deadline = _build_deadline(t0, settings.time_limit, after_model, greedy)
-    if t1 + BUILD_SECONDS_PER_JOB * len(greedy.order) >= deadline:
+    if no_time_to_build(t1, greedy):
         stats["fallbackReason"] = too_little
         return kais("greedy", "FALLBACK")
     # A lean model's allocation needs decoding and KAI's eviction actions after it only where it

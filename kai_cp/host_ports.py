@@ -64,6 +64,16 @@ def labels(ports: tuple[tuple[str, int], ...]) -> dict[str, str]:
     return {label(proto, port): "1" for proto, port in ports}
 
 
+def ports_of(labels: dict[str, str]) -> list[tuple[str, int]]:
+    """The (protocol, port) pairs a pod's labels say it holds: `labels` read back."""
+    out = []
+    for k in labels:
+        if k.startswith(LABEL_PREFIX):
+            proto, _, port = k[len(LABEL_PREFIX):].partition("-")
+            out.append((proto, int(port)))
+    return out
+
+
 def is_port_term(term: Any) -> bool:
     return term.topology_key == NODE_KEY and len(term.match_labels) == 1 and \
         term.match_labels[0][0].startswith(LABEL_PREFIX)

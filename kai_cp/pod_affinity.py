@@ -111,24 +111,6 @@ def preferred_scores(index: "PodAffinityIndex | None", task) -> np.ndarray | Non
     return index.preferred_scores(key) if index is not None and key else None
 
 
-def anti_terms(spec) -> tuple[Term, ...]:
-    """A running pod's own required anti-affinity terms (they also keep new pods away), its host
-    ports' included."""
-    ports = _port_terms(host_ports.wanted(spec))
-    aff = spec.affinity
-    if aff is None or getattr(aff, "pod_anti_affinity", None) is None:
-        return ports
-    raw = aff.model_dump(by_alias=True, exclude_none=True)
-    return _terms((raw.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")) + ports
-
-
-def existing_labels(pod) -> dict[str, str]:
-    """A pod's labels as terms match them: its own, and its host ports' synthetic ones."""
-    own = pod.metadata.labels or {}
-    ports = host_ports.wanted(pod.spec)
-    return {**own, **host_ports.labels(ports)} if ports else own
-
-
 @dataclass
 class ExistingPod:
     labels: dict[str, str]
@@ -230,7 +212,7 @@ class PodAffinityIndex:
 REASONS = {1: AFFINITY_REASON, 2: ANTI_AFFINITY_REASON, 3: EXISTING_ANTI_AFFINITY_REASON, 4: host_ports.REASON}
 
 
-def _labels_of(task) -> dict[str, str]:
+def labels_of(task) -> dict[str, str]:
     """The labels terms match a task by: its key's (with its host ports' synthetic labels), or
     its pod's where it has no key."""
     key = task.predicate_key[3]
@@ -243,7 +225,7 @@ def in_cycle_exclusion(index: PodAffinityIndex, task, placed: list) -> np.ndarra
     """Nodes a task may not take because of pods placed earlier in this cycle (KAI's session sees
     them as running): its own anti-affinity against them, and theirs against it. None: no conflict."""
     key = task.predicate_key[3]
-    labels = _labels_of(task)
+    labels = labels_of(task)
     bad: np.ndarray | None = None
 
     def exclude(term: Term, node: int) -> None:
@@ -260,7 +242,7 @@ def in_cycle_exclusion(index: PodAffinityIndex, task, placed: list) -> np.ndarra
         okey = other.predicate_key[3]
         if key:
             for t in key[3]:
-                if t.selects(_labels_of(other), other.namespace, task.namespace):
+                if t.selects(labels_of(other), other.namespace, task.namespace):
                     exclude(t, node)
         if okey:
             for t in okey[3]:

@@ -18,6 +18,7 @@ from kai_cp import host_ports
 from kai_cp.actions.min_runtime import min_runtime_seconds
 from kai_cp.gpu_sharing import task_memory
 from kai_cp.jobs import ACTIVE_ALLOCATED, ACTIVE_USED, PENDING, JobInfo, TaskInfo, queue_gpu_of_accepted
+from kai_cp.pod_affinity import labels_of
 from kai_cp.queues import RESOURCES, UNLIMITED, QueueInfo
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -64,10 +65,8 @@ def host_port_violations(state: ClusterState, session: Session) -> list[str]:
     holders: dict[tuple[int, str, int], str] = {}
     index = state.predicates.pod_index
     for e in (index.pods if index is not None else ()):
-        for k in e.labels:
-            if k.startswith(host_ports.LABEL_PREFIX):
-                proto, _, port = k[len(host_ports.LABEL_PREFIX):].partition("-")
-                holders.setdefault((e.node, proto, int(port)), "a pod running there")
+        for proto, port in host_ports.ports_of(e.labels):
+            holders.setdefault((e.node, proto, port), "a pod running there")
     for p, ports in wanting:
         for proto, port in ports:
             other = holders.setdefault((p.node, proto, port), p.task.key)
@@ -104,9 +103,7 @@ def anti_affinity_violations(state: ClusterState, session: Session) -> list[str]
             for o in domains.get(int(here), ()):
                 if o is c:
                     continue
-                okey = o.task.predicate_key[3]
-                labels = dict(okey[1]) if okey else ((o.task.pod.metadata.labels or {}) if o.task.pod is not None else {})
-                if term.selects(labels, o.task.namespace, c.task.namespace):
+                if term.selects(labels_of(o.task), o.task.namespace, c.task.namespace):
                     out.append(f"{o.task.key} placed on {state.nodes[o.node].name} in the {term.topology_key} domain "
                                f"of {c.task.key}, whose required anti-affinity keeps it away")
     return out

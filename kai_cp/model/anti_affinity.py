@@ -15,7 +15,7 @@ from ortools.sat.python import cp_model
 
 from kai_cp.arrays import distinct
 from kai_cp.model.base import ModelContext
-from kai_cp.pod_affinity import _labels_of, carries_anti_affinity
+from kai_cp.pod_affinity import labels_of, carries_anti_affinity
 
 
 class AntiAffinity:
@@ -24,6 +24,9 @@ class AntiAffinity:
     def contribute(self, ctx: ModelContext) -> None:
         index = ctx.state.predicates.pod_index
         carriers = [c for c in ctx.classes if carries_anti_affinity(c.tasks[0])]
+        # the classes these rows bind (carriers and the classes their terms select), for the
+        # passes that hint placements without reading the rows (model/eviction_hint.py)
+        bound = ctx.extensions["anti-affine-classes"] = {c.index for c in carriers}
         if not carriers or index is None or len(ctx.pair_class) == 0:
             return
         m = ctx.model
@@ -36,7 +39,8 @@ class AntiAffinity:
             for term in a.tasks[0].predicate_key[3][3]:
                 codes, _ = index.codes(term.topology_key)
                 matchers = [c.index for c in ctx.classes
-                            if any(term.selects(_labels_of(t), t.namespace, a.tasks[0].namespace) for t in c.tasks)]
+                            if any(term.selects(labels_of(t), t.namespace, a.tasks[0].namespace) for t in c.tasks)]
+                bound.update(matchers)
                 if not matchers:
                     continue
                 mpairs = np.concatenate([pairs_of[i] for i in matchers])

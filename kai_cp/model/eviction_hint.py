@@ -24,7 +24,6 @@ import numpy as np
 from kai_cp.model.base import ModelContext
 from kai_cp.model.evictions import _ub
 from kai_cp.model.victim_pool import _legal, _preempts, _reclaims
-from kai_cp.pod_affinity import _labels_of, carries_anti_affinity
 
 
 def improve_hint(ctx: ModelContext) -> int:
@@ -85,7 +84,9 @@ def improve_hint(ctx: ModelContext) -> int:
     for c in ctx.classes:
         by_job.setdefault(c.job.name, []).append(c)
     added = 0
-    anti = _anti_affine(ctx)
+    # classes required anti-affinity binds (model/anti_affinity.py): their rows are not read here
+    # (with host ports this pass hinted two pods wanting one port onto one node)
+    anti = ctx.extensions.get("anti-affine-classes", set())
     # A job never both loses pods and gains some (evictions.py, victim_growth.py): victims are
     # taken from jobs with nothing placed (growing), and a job losing pods is not placed.
     losing = {u.tasks[0].job for u, plan in units if any(val(var) for _, var, _ in plan)}
@@ -137,21 +138,6 @@ def improve_hint(ctx: ModelContext) -> int:
                 ctx.hint(em.r_of[job.queue], 1)
         added += 1
     return added
-
-
-def _anti_affine(ctx: ModelContext) -> set[int]:
-    """Classes that carry required anti-affinity (host ports included) or that a carried term
-    selects: placing them needs model/anti_affinity.py's rows, which this pass does not read (on
-    generated clusters with host ports it hinted two pods wanting one port onto one node)."""
-    carriers = [c for c in ctx.classes if carries_anti_affinity(c.tasks[0])]
-    if not carriers:
-        return set()
-    out = {c.index for c in carriers}
-    for a in carriers:
-        for term in a.tasks[0].predicate_key[3][3]:
-            out.update(c.index for c in ctx.classes
-                       if any(term.selects(_labels_of(t), t.namespace, a.tasks[0].namespace) for t in c.tasks))
-    return out
 
 
 def val_by_index(ctx: ModelContext, index: int) -> int:
