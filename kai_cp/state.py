@@ -273,7 +273,7 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
              and not (job.pod_group.spec and job.pod_group.spec.sub_groups)}
     derive_pod = derive.pod
     claims = raw.persistent_volume_claims
-    volume_index = VolumeIndex(claims, raw.storage_classes) if claims else None
+    volume_index: VolumeIndex | None = None    # made for the first pending pod with volumes (few have any)
     unchecked: list[str] = []                  # pending pods with claims the snapshot cannot tell about
     anti_carriers = False
     for pod in raw.pods:
@@ -330,7 +330,9 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
         if aff and aff[3]:
             anti_carriers = True
         if status == PENDING and pod.spec.volumes:
-            if volume_index is not None:
+            if claims:
+                if volume_index is None:
+                    volume_index = VolumeIndex(claims, raw.storage_classes)
                 task.volume_problem = volume_index.problem(pod)
             elif claim_names(pod):
                 unchecked.append(task.key)
