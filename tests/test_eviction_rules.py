@@ -513,6 +513,29 @@ def test_filter_leaves_out_protected_non_elastic_victims_only():
     assert filter_victim(st_, el, "preempt", "B", START + 10)           # elastic: checked per scenario
 
 
+@pytest.mark.parametrize("now", [START - 1, START + 10, START + 3599, START + 3600, START + 7200])
+def test_the_guards_victim_filter_is_filter_victim_per_job(now):
+    """RuntimeGuard.passing filters a queue's victims at once; it keeps exactly (and in order)
+    the jobs filter_victim passes, for both actions, around the protection's end."""
+    from kai_cp.actions.pipeline import RuntimeGuard
+    from kai_cp.actions.victims import preemptible_running
+    jobs = [job("el", "B", [1] * 5, sub_groups=[("w", 1, 3), ("x", 2, 2)], started=ts(0)),
+            job("gang", "B", [1, 1], started=ts(0)), job("late", "B", [1], started=ts(1800)),
+            job("fresh", "B", [1])]
+    st_, ses = world([gq("A"), gq("B", preempt="1h", reclaim="1h")], jobs, config=MR_CONFIG)
+    assert st_.jobs["fresh"].last_start is None
+    guard = RuntimeGuard(st_, ses, now)
+    victims = preemptible_running(ses)["B"]
+    assert {v.job.name for v in victims} == {"el", "gang", "late", "fresh"}
+    for action, queue in (("reclaim", "A"), ("preempt", "B")):
+        want = [v for v in victims if filter_victim(st_, v.job, action, queue, now)]
+        got = guard.passing(victims, action, queue)
+        assert [v.job.name for v in got] == [v.job.name for v in want]
+        assert guard.passing(victims, action, queue) is got         # memoised per list
+    if now == START + 10:      # the elastic job and the one never started pass; the others are protected
+        assert {v.job.name for v in guard.passing(victims, "reclaim", "A")} == {"el", "fresh"}
+
+
 def test_protected_elastic_victims_only_lose_their_surplus_per_podset():
     st_, ses = _elastic_world()
     el = st_.jobs["el"]

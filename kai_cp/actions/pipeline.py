@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from kai_cp.actions import min_runtime
 from kai_cp.actions.consolidation import consolidation_pass
 from kai_cp.actions.preempt import preempt_pass
@@ -23,16 +25,33 @@ class RuntimeGuard:
 
     def __init__(self, state: ClusterState, session: Session, now: float):
         self.state, self.session, self.now = state, session, now
-        # filter_victim reads only what a cycle does not change (the job's shape and last start,
-        # the queues' settings, the cycle's clock); each preemptor asks it of every running job.
-        self._may_lose: dict[tuple[str, str, str], bool] = {}
+        # per victim list (one queue's, shared by every preemptor while the cycle leaves the queue
+        # alone: victims.preemptible_running) -> (the list, each job's last start, -inf where
+        # min-runtime never protects it: elastic, or never started)
+        self._starts: dict[int, tuple[list, np.ndarray]] = {}
+        self._passing: dict[tuple[int, str, str], tuple[list, list]] = {}
 
-    def may_lose(self, job: JobInfo, action: str, preemptor_queue: str) -> bool:
-        key = (job.name, action, preemptor_queue)
-        ok = self._may_lose.get(key)
-        if ok is None:
-            ok = self._may_lose[key] = min_runtime.filter_victim(self.state, job, action, preemptor_queue, self.now)
-        return ok
+    def passing(self, victims: list, action: str, preemptor_queue: str) -> list:
+        """The victims (of one queue) whose jobs `may_lose` to the preemptor, at once: the
+        reclaim of one preemptor asked it of every running job, ~28,000 at 10,000 nodes (0.4 s
+        a preemptor). A job passes when elastic, never started, or `now >= lastStart + runtime`
+        (min_runtime.filter_victim), the runtime being one per victim queue and preemptor queue."""
+        if not victims or not self.state.config.min_runtime_enabled:
+            return victims
+        key = (id(victims), action, preemptor_queue)
+        hit = self._passing.get(key)
+        if hit is not None and hit[0] is victims:      # (the memo holds the list: its id stays its own)
+            return hit[1]
+        starts = self._starts.get(id(victims))
+        if starts is None or starts[0] is not victims:
+            starts = self._starts[id(victims)] = (victims, np.array(
+                [-np.inf if v.job.last_start is None or min_runtime.is_elastic(v.job) else v.job.last_start
+                 for v in victims], dtype=np.float64))
+        runtime = min_runtime.min_runtime_seconds(self.state, action, victims[0].job.queue, preemptor_queue)
+        ok = ~(self.now < starts[1] + runtime)
+        out = victims if ok.all() else [victims[i] for i in np.flatnonzero(ok).tolist()]
+        self._passing[key] = (victims, out)
+        return out
 
     def elastic_ok(self, victims: list[TaskInfo], action: str, preemptor_queue: str) -> str | None:
         by_job: dict[str, list[TaskInfo]] = {}

@@ -32,9 +32,8 @@ class PreemptPolicy:
         return f"preempt: the non-preemptible job would take queue {self.state.queues[job.queue].label} over its quota"
 
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
-        return [v for v in preemptible_running(self.session).get(preemptor.queue, [])
-                if v.job.priority < preemptor.priority and v.job is not preemptor
-                and self.guard.may_lose(v.job, ACTION, preemptor.queue)]
+        mine = self.guard.passing(preemptible_running(self.session).get(preemptor.queue, []), ACTION, preemptor.queue)
+        return [v for v in mine if v.job.priority < preemptor.priority and v.job is not preemptor]
 
     def message(self, victim: TaskInfo, preemptor: JobInfo) -> str:
         return preempt_message(victim, preemptor)

@@ -64,7 +64,7 @@ class ReclaimPolicy:
 
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
         return [v for q, vs in preemptible_running(self.session).items() if q != preemptor.queue and q in self.state.queues
-                for v in vs if self.guard.may_lose(v.job, ACTION, preemptor.queue)]
+                for v in self.guard.passing(vs, ACTION, preemptor.queue)]
 
     def message(self, victim: TaskInfo, preemptor: JobInfo) -> str:
         return reclaim_message(self.state, self.session, victim, preemptor)
