@@ -57,8 +57,8 @@ def _audited(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[dict
         self.said_ok = real_ok(self)
         return True
 
-    def admits(self, scenario) -> bool:
-        self.said = real_admits(self, scenario)
+    def admits(self, scenario, recorded=None) -> bool:
+        self.said = real_admits(self, scenario, recorded)
         return True
 
     def audit(self, *args, **kwargs):

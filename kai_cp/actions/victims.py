@@ -312,6 +312,13 @@ class _Reversed:
         return other.key < self.key
 
 
+def _queue_floats(session: Session, t: TaskInfo) -> tuple[float, float, float]:
+    """A running pod's queue vector (Session.queue_vector, on its snapshot node) as floats: fixed
+    per pod, as are its request and node."""
+    q = session.queue_vector(t, session.state.table.index[t.node])
+    return float(q[RESOURCES[0]]), float(q[RESOURCES[1]]), float(q[RESOURCES[2]])
+
+
 class VictimQueue:
     """Victims in KAI's victim order (3.8): the queue tree with every comparison negated, each
     queue's allocation less what was already taken from it; reverse job order inside a leaf."""
@@ -326,6 +333,9 @@ class VictimQueue:
         self.views, self.children, self.roots = queue_tree(state)
         self.heaps: dict[str, list] = {}
         self.taken: dict[str, list[float]] = {}
+        # per victim pod, what it counts for in its queue, once per state: each pick reads every
+        # queue head's (the Fractions made for it were a quarter of a long eviction search)
+        self._floats: dict[str, tuple[float, float, float]] = state.__dict__.setdefault("_victim_floats", {})
         self._seq = 0
         if isinstance(victims, dict):
             by_queue = victims
@@ -353,11 +363,16 @@ class VictimQueue:
         return any(self.heaps.values())
 
     def _vector(self, tasks: list[TaskInfo]) -> list[float]:
+        """What the tasks count for in their queues, as floats (cpu, memory, gpu)."""
         out = [0.0, 0.0, 0.0]
+        floats = self._floats
         for t in tasks:
-            q = self.session.queue_vector(t, self.session.state.table.index[t.node])
-            for i, r in enumerate(RESOURCES):
-                out[i] += float(q[r])
+            f = floats.get(t.key)
+            if f is None:
+                f = floats[t.key] = _queue_floats(self.session, t)
+            out[0] += f[0]
+            out[1] += f[1]
+            out[2] += f[2]
         return out
 
     def _head(self, queue: str) -> Victim | None:
@@ -465,6 +480,7 @@ class _ScenarioFilter:
         self.freed: dict[str, tuple[int, list[int]]] = {}        # victim -> (node, what evicting it frees)
         self.shared_mem: dict[tuple[int, str], int] = {}
         self.active = bool(self.need or self.kinds)
+        self._recorded: tuple[list[TaskInfo], dict[int, list[int]]] | None = None   # admits' recorded victims, summed
 
     def add(self, t: TaskInfo) -> None:
         """A victim popped (before any scenario evicts it)."""
@@ -525,15 +541,21 @@ class _ScenarioFilter:
     def ok(self) -> bool:
         return self.total >= self.need and self.best >= self.largest and self.placeable
 
-    def admits(self, victims: list[TaskInfo]) -> bool:
-        """The same conditions for a scenario that evicts these victims (each added before)."""
+    def admits(self, victims: list[TaskInfo], recorded: list[TaskInfo] | None = None) -> bool:
+        """The same conditions for a scenario that evicts these victims and the `recorded` ones
+        (each added before). What the recorded victims free is summed once per filter: every
+        scenario of a gang step holds them all (a long search's scenarios summed them again each
+        time, a third of its cost)."""
         if not self.active:
             return True
-        by_node: dict[int, list[int]] = {}
-        for t in victims:
-            f = self.freed.get(t.key)
-            if f is not None:
-                _sum_at(by_node, *f)
+        if recorded:
+            memo = self._recorded
+            if memo is None or memo[0] is not recorded:
+                memo = self._recorded = (recorded, self._freed_by_node(recorded, {}))
+            by_node = dict(memo[1])     # (_sum_at makes new lists: the memo's stay as they are)
+        else:
+            by_node = {}
+        self._freed_by_node(victims, by_node)
         if self.need:
             total, best = self.total0, self.best0
             for n, e in by_node.items():
@@ -554,6 +576,16 @@ class _ScenarioFilter:
                     g[i] += k.fits(n, row, e) - int(k.at0[n])
         return any(all(int(k.in_domain0[d]) + g[i] >= k.count for i, k in enumerate(self.kinds))
                    for d, g in gains.items())
+
+
+    def _freed_by_node(self, victims: list[TaskInfo], by_node: dict[int, list[int]]) -> dict[int, list[int]]:
+        """Add what evicting each victim frees to its node's sum in `by_node`."""
+        freed = self.freed
+        for t in victims:
+            f = freed.get(t.key)
+            if f is not None:
+                _sum_at(by_node, *f)
+        return by_node
 
 
 def _sum_at(sums: dict[int, list[int]], n: int, vec: list[int]) -> list[int]:
@@ -771,7 +803,7 @@ class JobSolver:
                 seen.append(self._where[t.key])
         for node in seen:
             batch = [t for j in by_node[node] for t in by_job[j]]
-            if not gate.admits(recorded + batch):
+            if not gate.admits(batch, recorded):
                 continue
             cp = s.checkpoint()
             self._evict(batch, preemptor)
