@@ -122,3 +122,28 @@ def test_the_filter_rules_out_most_scenarios_of_a_contended_cluster_and_decides_
     ruled_out = seen[(False, False)]
     simulated = sum(seen.values())
     assert ruled_out > simulated / 2, seen
+
+
+@pytest.mark.parametrize("seed, fractional", [(1, 0.0), (2, 0.4), (10, 0.0)])
+def test_the_recorded_victims_worked_out_once_give_every_scenario_the_same_answer(
+        seed: int, fractional: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`admits(batch, recorded)` memoises what the recorded victims free and gain per domain; it
+    must answer as the scenario's victims summed from scratch do, for every scenario of a search
+    with gang steps (rack-bound gangs: the per-domain gains are read)."""
+    doc = gen.generate_cluster(40, 25, 240, seed=seed, utilization=0.9, topology_share=0.3,
+                               fractional_share=fractional, contention=True)
+    real = Filter.admits
+    asked = Counter()
+
+    def both(self, batch, recorded=None) -> bool:
+        said = real(self, batch, recorded)
+        fresh = Filter.__new__(Filter)
+        fresh.__dict__.update(self.__dict__)
+        fresh._recorded = None
+        assert real(fresh, list(recorded or []) + list(batch)) == said
+        asked[(bool(recorded), said)] += 1
+        return said
+
+    monkeypatch.setattr(Filter, "admits", both)
+    _decisions(doc)
+    assert asked[(True, True)] and asked[(True, False)], asked      # recorded victims, both answers

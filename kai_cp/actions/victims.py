@@ -480,7 +480,7 @@ class _ScenarioFilter:
         self.freed: dict[str, tuple[int, list[int]]] = {}        # victim -> (node, what evicting it frees)
         self.shared_mem: dict[tuple[int, str], int] = {}
         self.active = bool(self.need or self.kinds)
-        self._recorded: tuple[list[TaskInfo], dict[int, list[int]]] | None = None   # admits' recorded victims, summed
+        self._recorded: tuple[list[TaskInfo] | None, tuple] | None = None     # admits' recorded victims, worked out
 
     def add(self, t: TaskInfo) -> None:
         """A victim popped (before any scenario evicts it)."""
@@ -543,40 +543,67 @@ class _ScenarioFilter:
 
     def admits(self, victims: list[TaskInfo], recorded: list[TaskInfo] | None = None) -> bool:
         """The same conditions for a scenario that evicts these victims and the `recorded` ones
-        (each added before). What the recorded victims free is summed once per filter: every
-        scenario of a gang step holds them all (a long search's scenarios summed them again each
-        time, a third of its cost)."""
+        (each added before). What the recorded victims free, and what that gains each domain, is
+        worked out once per filter (_recorded_part): every scenario of a gang step holds them all,
+        and a long search's scenarios summed them again each time (a third of its cost)."""
         if not self.active:
             return True
-        if recorded:
-            memo = self._recorded
-            if memo is None or memo[0] is not recorded:
-                memo = self._recorded = (recorded, self._freed_by_node(recorded, {}))
-            by_node = dict(memo[1])     # (_sum_at makes new lists: the memo's stay as they are)
-        else:
-            by_node = {}
-        self._freed_by_node(victims, by_node)
+        rec_nodes, rec_total, rec_best, rec_gains, rec_at = self._recorded_part(recorded)
+        by_node = self._freed_by_node(victims, {})
         if self.need:
-            total, best = self.total0, self.best0
+            total, best = rec_total, rec_best
             for n, e in by_node.items():
                 if e[2] and self.admitted[n]:
                     total += e[2]
-                    best = max(best, int(self.base_free[n]) + e[2])
+                    r = rec_nodes.get(n)
+                    # (what a node frees only grows with more victims: the recorded part's best holds)
+                    best = max(best, int(self.base_free[n]) + e[2] + (r[2] if r is not None else 0))
             if total < self.need or best < self.largest:
                 return False
         if not self.kinds:
             return True
-        gains: dict[int, list[int]] = {}        # domain -> per kind, pods more than it holds now
+        gains = {d: g.copy() for d, g in rec_gains.items()}      # domain -> per kind, pods more than it holds now
         for n, e in by_node.items():
             d = int(self.dom[n])
             if d >= 0:
                 g = gains.setdefault(d, [0] * len(self.kinds))
                 row = self._row(n)
-                for i, k in enumerate(self.kinds):
-                    g[i] += k.fits(n, row, e) - int(k.at0[n])
+                r = rec_nodes.get(n)
+                if r is None:
+                    for i, k in enumerate(self.kinds):
+                        g[i] += k.fits(n, row, e) - int(k.at0[n])
+                else:          # the node's recorded gain replaced by its gain with both
+                    e = [x + y for x, y in zip(r, e)]
+                    for i, k in enumerate(self.kinds):
+                        g[i] += k.fits(n, row, e) - rec_at[n][i]
         return any(all(int(k.in_domain0[d]) + g[i] >= k.count for i, k in enumerate(self.kinds))
                    for d, g in gains.items())
 
+    def _recorded_part(self, recorded: list[TaskInfo] | None) -> tuple:
+        """For `recorded` (memoised per list): per node what they free, the GPU total and best
+        node that gives, per domain the pods each kind gains, and per node the pods each kind
+        holds then."""
+        memo = self._recorded
+        if memo is not None and memo[0] is recorded:
+            return memo[1]
+        by_node = self._freed_by_node(recorded or (), {})
+        total, best = self.total0, self.best0
+        gains: dict[int, list[int]] = {}
+        at: dict[int, list[int]] = {}
+        for n, e in by_node.items():
+            if e[2] and self.admitted[n]:
+                total += e[2]
+                best = max(best, int(self.base_free[n]) + e[2])
+            d = int(self.dom[n])
+            if d >= 0 and self.kinds:
+                g = gains.setdefault(d, [0] * len(self.kinds))
+                row = self._row(n)
+                held = at[n] = [k.fits(n, row, e) for k in self.kinds]
+                for i, k in enumerate(self.kinds):
+                    g[i] += held[i] - int(k.at0[n])
+        part = (by_node, total, best, gains, at)
+        self._recorded = (recorded, part)
+        return part
 
     def _freed_by_node(self, victims: list[TaskInfo], by_node: dict[int, list[int]]) -> dict[int, list[int]]:
         """Add what evicting each victim frees to its node's sum in `by_node`."""
