@@ -84,3 +84,52 @@ def test_a_changed_job_is_listed_with_what_it_has_left() -> None:
     assert after.tasks == victim.tasks[1:]
     assert after.order_key == vm.victim_order_key(vm.Victim(victim.job, victim.tasks[1:]))
     assert listed(session) == scanned(session)
+
+
+class _Unmemoised(vm.VictimQueue):
+    """The victim queue walking the whole tree at every pop, as before its picks were kept."""
+
+    def pop(self):
+        self._heads.clear()
+        self._picks.clear()
+        return super().pop()
+
+
+def _pops_with_takes_and_pushes(state: ClusterState) -> int:
+    """Pops as _solve_partial makes them (a pod taken from each popped victim, the rest pushed
+    back), with the session changed and restored between some pops: the queue keeping its picks
+    must pop what the one walking the tree every time pops."""
+    session = run_greedy(state, NOW, bounded=True).session
+    flat = [v for vs in vm.preemptible_running(session).values() for v in vs]
+    kept, walked = vm.VictimQueue(session, flat), _Unmemoised(session, flat)
+    pops = 0
+    while pops < 300:
+        v, w = kept.pop(), walked.pop()
+        assert (v and (v.job.name, [t.key for t in v.tasks])) == (w and (w.job.name, [t.key for t in w.tasks]))
+        if v is None:
+            break
+        pops += 1
+        for q in (kept, walked):
+            q.took(v.tasks[-1:])
+            if len(v.tasks) > 1:
+                q.push(vm.Victim(v.job, v.tasks[:-1]))
+            if pops % 5 == 0:          # a take from another queue's victim than the one popped
+                q.took(flat[pops % len(flat)].tasks[:1])
+        if pops % 7 == 0:
+            # a pod evicted between pops (the queues' allocations change), then kept by a rollback
+            cp = session.checkpoint()
+            session.evict(v.tasks[0], "reclaim", None, "")
+            assert (kept.pop() or v).job.name == (walked.pop() or v).job.name
+            session.rollback(cp)
+    return pops
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS[:3], ids=lambda p: p.name)
+def test_the_queue_keeping_its_picks_pops_as_one_walking_the_tree(path: Path) -> None:
+    assert _pops_with_takes_and_pushes(build_cluster_state(load_snapshot(path))) > 10
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contended_clusters())
+def test_the_queue_keeping_its_picks_pops_as_one_walking_the_tree_on_contended_clusters(doc: dict) -> None:
+    _pops_with_takes_and_pushes(build_cluster_state(load_snapshot_dict(doc, "generated.json")))

@@ -36,6 +36,9 @@ class Victim:
     # victim_order_key, once: it reads only the job and these tasks, and every gang step of a
     # preemptor builds a victim queue of the same victims again
     order_key: tuple | None = field(default=None, repr=False, compare=False)
+    # what these tasks count for in their queue, as floats (VictimQueue._vector), once: a queue's
+    # head is compared at every pop
+    floats: list[float] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.order_key is None:      # every victim is queued: its key is always needed
@@ -337,6 +340,12 @@ class VictimQueue:
         # queue head's (the Fractions made for it were a quarter of a long eviction search)
         self._floats: dict[str, tuple[float, float, float]] = state.__dict__.setdefault("_victim_floats", {})
         self._seq = 0
+        # _head and _pick per queue (a parent's pick among its children; None: among the roots),
+        # kept until a pop, push or take in the subtree (_changed) or a change of the session
+        # (the allocations compared): each pop walked the whole tree again
+        self._heads: dict[str, Victim | None] = {}
+        self._picks: dict[str | None, str | None] = {}
+        self._at = len(session._log)
         if isinstance(victims, dict):
             by_queue = victims
         else:
@@ -358,6 +367,23 @@ class VictimQueue:
     def push(self, v: Victim) -> None:
         self._seq += 1
         heapq.heappush(self.heaps.setdefault(v.job.queue, []), (_Reversed(v.order_key), self._seq, v))
+        self._changed(v.job.queue)
+
+    def _changed(self, leaf: str) -> None:
+        """The leaf's heap or a taken amount on its path changed: the picks above it go."""
+        heads, picks = self._heads, self._picks
+        for q in self.session.state.queue_path(leaf):
+            heads.pop(q.name, None)
+            picks.pop(q.name, None)
+        picks.pop(None, None)
+
+    def _fresh(self) -> None:
+        """The session changed since the picks were made (the queues' allocations): they go."""
+        at = len(self.session._log)
+        if at != self._at:
+            self._heads.clear()
+            self._picks.clear()
+            self._at = at
 
     def __bool__(self) -> bool:
         return any(self.heaps.values())
@@ -380,10 +406,16 @@ class VictimQueue:
         if not kids:
             heap = self.heaps.get(queue)
             return heap[0][2] if heap else None
-        best = self._pick(kids)
-        return None if best is None else self._head(best)
+        if queue in self._heads:
+            return self._heads[queue]
+        best = self._pick(kids, queue)
+        head = self._heads[queue] = None if best is None else self._head(best)
+        return head
 
-    def _pick(self, names: list[str]) -> str | None:
+    def _pick(self, names: list[str], parent: str | None) -> str | None:
+        """The queue among `names` (the children of `parent`, None: the roots) whose head goes next."""
+        if parent in self._picks:
+            return self._picks[parent]
         best = best_a = best_req = None
         for name in names:
             head = self._head(name)
@@ -391,31 +423,38 @@ class VictimQueue:
                 continue
             a = self.session.allocated_floats(name)[1]
             taken = self.taken.get(name, [0.0, 0.0, 0.0])
-            nxt = self._vector(head.tasks)
+            nxt = head.floats
+            if nxt is None:
+                nxt = head.floats = self._vector(head.tasks)
             req = [-(x + y) for x, y in zip(taken, nxt)]
             # negated order (3.8): `name` goes first unless it would come before `best` in the
             # allocation order
             if best is None or not queue_less(self.views[name], a, _ZERO, self.views[best], best_a, _ZERO, req, best_req):
                 best, best_a, best_req = name, a, req
+        self._picks[parent] = best
         return best
 
     def pop(self) -> Victim | None:
-        name = self._pick(self.roots)
+        self._fresh()
+        name = self._pick(self.roots, None)
         while name is not None and self.children[name]:
-            name = self._pick(self.children[name])
+            name = self._pick(self.children[name], name)
         if name is None:
             return None
         v = heapq.heappop(self.heaps[name])[2]
+        self._changed(name)
         return v
 
     def took(self, tasks: list[TaskInfo]) -> None:
         if not tasks:
             return
         vec = self._vector(tasks)
-        for q in self.session.state.queue_path(tasks[0].job and self.session.state.jobs[tasks[0].job].queue):
+        leaf = tasks[0].job and self.session.state.jobs[tasks[0].job].queue
+        for q in self.session.state.queue_path(leaf):
             cur = self.taken.setdefault(q.name, [0.0, 0.0, 0.0])
             for i in range(3):
                 cur[i] += vec[i]
+        self._changed(leaf)
 
 
 class _ScenarioFilter:
