@@ -123,6 +123,11 @@ def _node_arrays(state: ClusterState) -> _NodeArrays:
     return cached
 
 
+def _subset_key(task: TaskInfo, vec: np.ndarray) -> tuple:
+    """Tasks of one key share the nodes their static predicates admit (Fitter.subset)."""
+    return (vec.tobytes(), task.predicate_key, task.request.best_effort, task.request.kind)
+
+
 class Fitter:
     """Vectorised fit and node choice for the tasks of one session.
 
@@ -184,7 +189,7 @@ class Fitter:
 
     def subset(self, task: TaskInfo, vec: np.ndarray) -> np.ndarray:
         best_effort = task.request.best_effort
-        key = (vec.tobytes(), task.predicate_key, best_effort, task.request.kind)
+        key = _subset_key(task, vec)
         sub = self._subsets.get(key)
         if sub is None:
             ok = self.state.predicates.mask(task.predicate_key) & self.types.mask(task.request)
@@ -217,6 +222,8 @@ class Fitter:
             fits_idle = fits
         else:
             fits = rows_fit(s.free, sub, vec)
+            if allowed is None:
+                self._prune(task, vec, sub, fits)
             if not fits.any():
                 return None, False
             fits_idle = idle_fits(s, sub, fits, vec)
@@ -281,6 +288,17 @@ class Fitter:
         shared = self.session.shared
         return shared.best[sub] >= 0 if shared is not None else np.zeros(len(sub), dtype=bool)
 
+    def _prune(self, task: TaskInfo, vec: np.ndarray, sub: np.ndarray, fits: np.ndarray) -> None:
+        """Free capacity only shrinks in this action, except what the current attempt may roll
+        back: nodes of the task's subset that fit nothing now (and were not touched by it) are
+        dropped from it for good."""
+        if self.growing or fits.all():
+            return
+        s = self.session
+        keep = fits if not s.touched else fits | np.isin(sub, np.fromiter(s.touched, dtype=np.int64))
+        if not keep.all():
+            self._subsets[_subset_key(task, vec)] = sub[keep]
+
     def walker(self, task: TaskInfo) -> "NodeWalker | None":
         """KAI's node order for a run of identical tasks, computed once (binpack only)."""
         cfg = self.state.config
@@ -290,7 +308,6 @@ class Fitter:
             return None                  # scores other than binpack: rank afresh per task
         s = self.session
         vec = self.state.table.vector(task)
-        key = (vec.tobytes(), task.predicate_key, task.request.best_effort, task.request.kind)
         sub = self.subset(task, vec)
         if task.request.best_effort:
             fits = np.ones(len(sub), dtype=bool)
@@ -298,11 +315,7 @@ class Fitter:
         else:
             fits = rows_fit(s.free, sub, vec)
             fits_idle = idle_fits(s, sub, fits, vec)
-            # Free capacity only shrinks in this action, except what the current attempt may roll
-            # back: nodes that fit nothing now (and were not touched by it) are dropped for good.
-            keep = fits if not s.touched else fits | np.isin(sub, np.fromiter(s.touched, dtype=np.int64))
-            if not keep.all() and not self.growing:
-                self._subsets[key] = sub[keep]
+            self._prune(task, vec, sub, fits)
         sub, fits_idle = sub[fits], fits_idle[fits]
         # Same order as sorting by KAI's total score: +100 fitting on idle, +10 CPU-only task on a
         # CPU-only node, then binpack, which is strictly decreasing in free capacity; ties by name.
