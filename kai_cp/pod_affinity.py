@@ -224,7 +224,7 @@ def labels_of(task) -> dict[str, str]:
 def in_cycle_exclusion(index: PodAffinityIndex, task, placed: list) -> np.ndarray | None:
     """Nodes a task may not take because of pods placed earlier in this cycle (KAI's session sees
     them as running): its own anti-affinity against them, and theirs against it. None: no conflict."""
-    key = task.predicate_key[3]
+    mine = anti_terms_of(task)
     labels = labels_of(task)
     bad: np.ndarray | None = None
 
@@ -239,18 +239,20 @@ def in_cycle_exclusion(index: PodAffinityIndex, task, placed: list) -> np.ndarra
     for other, node in placed:
         if other is task:
             continue
-        okey = other.predicate_key[3]
-        if key:
-            for t in key[3]:
-                if t.selects(labels_of(other), other.namespace, task.namespace):
-                    exclude(t, node)
-        if okey:
-            for t in okey[3]:
-                if t.selects(labels, task.namespace, other.namespace):
-                    exclude(t, node)
+        for t in mine:
+            if t.selects(labels_of(other), other.namespace, task.namespace):
+                exclude(t, node)
+        for t in anti_terms_of(other):
+            if t.selects(labels, task.namespace, other.namespace):
+                exclude(t, node)
     return bad
 
 
-def carries_anti_affinity(task) -> bool:
+def anti_terms_of(task) -> tuple[Term, ...]:
+    """The task's required anti-affinity terms, host ports' included (its predicate key's)."""
     key = task.predicate_key[3]
-    return bool(key and key[3])
+    return key[3] if key else ()
+
+
+def carries_anti_affinity(task) -> bool:
+    return bool(anti_terms_of(task))

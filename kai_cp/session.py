@@ -107,6 +107,7 @@ class Session:
     alloc_version: dict[str, int] = field(default_factory=dict)
     _alloc_floats: dict[str, tuple[int, list[float]]] = field(default_factory=dict)
     _log: list[Placement | Eviction | _Cancel | _Unplace | _Pipelined] = field(default_factory=list)
+    _decided: dict[str, tuple[int, Any]] = field(default_factory=dict)    # what -> (version, value)
 
     @classmethod
     def open(cls, state: ClusterState) -> "Session":
@@ -164,6 +165,21 @@ class Session:
         hit = self.derived.get(key)
         if hit is None or hit[0] != version:
             hit = self.derived[key] = (version, compute())
+        return hit[1]
+
+    @property
+    def version(self) -> int:
+        """Changes with every decision made or undone; a rollback to a checkpoint restores that
+        checkpoint's version with the same decisions."""
+        return len(self._log)
+
+    def decisions_derived(self, what: str, compute: Callable[[], Any]) -> Any:
+        """A value derived from the session's decisions, computed again only once they changed
+        (`version`): the eviction actions ask for the same victims and pending jobs at every
+        preemptor, and a preemptor that found nothing rolls back."""
+        hit = self._decided.get(what)
+        if hit is None or hit[0] != len(self._log):
+            hit = self._decided[what] = (len(self._log), compute())
         return hit[1]
 
     def allocated_floats(self, queue: str) -> tuple[int, list[float]]:

@@ -27,7 +27,7 @@ from kai_cp.records import (GPU_GROUP_LABEL, LAST_START_ANNOTATION, POD_GROUP_AN
                             SUBGROUP_LABEL, TASK_PRIORITY_LABEL, UTILITY_APPS, GroupRecord, PodRecord, group_record,
                             parse_rfc3339, pod_record)
 from kai_cp.resources import ABSURD_REQUEST, DEFAULT_GPU_MEMORY_DIVISOR, MAX_CAPACITY, NEGATIVE_REQUEST, mig_gpus
-from kai_cp.pod_affinity import ExistingPod, PodAffinityIndex, labels_of
+from kai_cp.pod_affinity import ExistingPod, PodAffinityIndex, anti_terms_of, carries_anti_affinity, labels_of
 from kai_cp.volumes import VolumeIndex, claim_names
 from kai_cp.topology import TopologyTree, add_constraint, affinity_constraint, build_trees, job_scopes, plain_scopes
 
@@ -326,9 +326,7 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
         task.podset = ps_name
         job.podsets[ps_name].tasks.append(task)
         tasks.append(task)
-        aff = rec.predicate_key[3]
-        if aff and aff[3]:
-            anti_carriers = True
+        anti_carriers = anti_carriers or carries_anti_affinity(task)
         if status == PENDING and pod.spec.volumes:
             if claims:
                 if volume_index is None:
@@ -379,8 +377,7 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
     # A pod's labels and required anti-affinity terms, host ports' included, are its predicate
     # key's (pod_affinity.affinity_key), read once per pod at its record.
     pod_index = PodAffinityIndex([n.labels for n in nodes], lambda: [
-        ExistingPod(labels_of(t), t.namespace, node_by_name[t.node].index,
-                    t.predicate_key[3][3] if t.predicate_key[3] else ())
+        ExistingPod(labels_of(t), t.namespace, node_by_name[t.node].index, anti_terms_of(t))
         for t in other_usage])
     _gang_affinity(jobs, pod_index, trees, [n.labels for n in nodes])
     total = _capacity(nodes, table, other_usage, cfg)

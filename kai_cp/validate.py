@@ -18,7 +18,7 @@ from kai_cp import host_ports
 from kai_cp.actions.min_runtime import min_runtime_seconds
 from kai_cp.gpu_sharing import task_memory
 from kai_cp.jobs import ACTIVE_ALLOCATED, ACTIVE_USED, PENDING, JobInfo, TaskInfo, queue_gpu_of_accepted
-from kai_cp.pod_affinity import labels_of
+from kai_cp.pod_affinity import anti_terms_of, labels_of
 from kai_cp.queues import RESOURCES, UNLIMITED, QueueInfo
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -83,14 +83,13 @@ def anti_affinity_violations(state: ClusterState, session: Session) -> list[str]
     only compared within one domain of the term's key."""
     index = state.predicates.pod_index
     placed = list(session.placements.values())
-    carriers = [p for p in placed if p.task.predicate_key[3] and p.task.predicate_key[3][3]]
+    carriers = [p for p in placed if anti_terms_of(p.task)]
     if index is None or not carriers:
         return []
     out: list[str] = []
     by_domain: dict[str, dict[int, list]] = {}           # topology key -> domain -> placements there
     for c in carriers:
-        owner = c.task.predicate_key[3]
-        for term in owner[3]:
+        for term in anti_terms_of(c.task):
             codes, _ = index.codes(term.topology_key)
             here = codes[c.node]
             if here < 0:

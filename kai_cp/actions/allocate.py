@@ -96,7 +96,7 @@ class Allocator:
         self.state = state
         self.session = session
         self.fitter = Fitter(state, session, growing)
-        self._failed: dict[tuple, tuple] = {}       # job shape -> (session log length, how it failed)
+        self._failed: dict[tuple, tuple] = {}       # job shape -> (session version, how it failed)
         self._failure: tuple | None = None
         self._explain = True                          # work out why a task fits nowhere (attempt_tasks)
         self._task_checks = True                      # the per-task queue check can fail (_attempt_tasks)
@@ -163,7 +163,7 @@ class Allocator:
         if mask is None and job.scope is None and not self.anti and not pipeline_only:
             shape = self._shape(job, tasks)
             hit = self._failed.get(shape)
-            if hit is not None and hit[0] == len(s._log):
+            if hit is not None and hit[0] == s.version:
                 # Nothing changed since a job of the same shape failed: it fails the same way.
                 i, placed_before, error, key = hit[1:]
                 task = tasks[i]
@@ -177,7 +177,7 @@ class Allocator:
         if not placed:
             s.rollback(cp)
             if shape is not None and self._failure is not None:
-                self._failed[shape] = (len(s._log),) + self._failure
+                self._failed[shape] = (s.version,) + self._failure
             return False
         if pipeline_only or should_pipeline(job, s):
             # An eviction action's preemptor waits for its victims, but the pods allocate bound on
@@ -198,13 +198,13 @@ class Allocator:
         """Place tasks in order, stopping at the first that fits nowhere (its gang message recorded)."""
         last: tuple | None = None
         placed_in_podset: dict[str, int] = {}
+        keys = [_walk_key(t) for t in tasks]
         for i, task in enumerate(tasks):
             # a walk of KAI's node order pays for a run of identical pods; one pod is ranked alone
-            run = i + 1 < len(tasks) and _walk_key(tasks[i + 1]) == _walk_key(task)
-            error = self._place(job, task, last, mask, scores, run)
+            error = self._place(job, task, keys[i], i + 1 < len(tasks) and keys[i + 1] == keys[i], last, mask, scores)
             if isinstance(error, str):
                 if self._explain:
-                    self._failure = (tasks.index(task), placed_in_podset.get(task.podset, 0), error, task.key)
+                    self._failure = (i, placed_in_podset.get(task.podset, 0), error, task.key)
                     msg = gang_message(job, task, placed_in_podset.get(task.podset, 0), self.session, error)
                     outcome.errors.append(("PodSchedulingErrors", msg))
                 return False
@@ -256,12 +256,13 @@ class Allocator:
         kinds = {(t.request, t.predicate_key): t for t in tasks if not t.request.is_shared_gpu}
         return [self.fitter.fitting_nodes(t) for t in kinds.values()]
 
-    def _place(self, job: JobInfo, task: TaskInfo, last: tuple | None, mask: np.ndarray | None = None,
-               scores: np.ndarray | None = None, run: bool = True):
+    def _place(self, job: JobInfo, task: TaskInfo, key: tuple, run: bool, last: tuple | None,
+               mask: np.ndarray | None, scores: np.ndarray | None):
         """Place one task; returns (class key, walker) on success or the task's fit-error text.
         Inside a topology node set (`mask`) nodes are ranked afresh per task, with the set's scores.
-        `run`: the next task is identical, so a walker is made for both (else one is ranked
-        alone, `Fitter.choose`: the same node, a quarter of a walker's cost at 10,000 nodes)."""
+        `key`: the task's _walk_key; `run`: the next task is identical, so a walker is made for
+        both (else one is ranked alone, `Fitter.choose`: the same node, a quarter of a walker's
+        cost at 10,000 nodes)."""
         pre = self.fitter.pre_predicate_error(task)
         if pre is not None:
             return f"Scheduling conditions were not met for pod {task.key}:\n{pre}."
@@ -278,7 +279,6 @@ class Allocator:
                 return self._fits_nowhere(Fitter.failure_reasons, task, mask)
             self.session.place(task, node, pipelined)
             return (None, None)
-        key = _walk_key(task)
         walker = last[1] if last is not None and last[0] == key else None
         if walker is None and run:
             walker = self.fitter.walker(task)

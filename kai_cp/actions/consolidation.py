@@ -25,8 +25,8 @@ class ConsolidationPolicy:
     def __init__(self, state: ClusterState, session: Session):
         self.state, self.session = state, session
         self.max_jobs = state.config.max_consolidation_preemptees
-        self._first: tuple | None = None          # (session log length, victims in victim order)
-        self._free: tuple | None = None           # (session log length, _available())
+        self._first: tuple | None = None          # (session version, victims in victim order)
+        self._free: tuple | None = None           # (session version, _available())
 
     def eligible(self, job: JobInfo) -> str | None:
         if not job.preemptible:
@@ -55,7 +55,7 @@ class ConsolidationPolicy:
         ones, plus the free part of each shared GPU. Kept while the session holds the same
         committed decisions: every pending job the action pops asks it again."""
         s = self.session
-        key = len(s._log)
+        key = s.version
         if self._free is not None and self._free[0] == key:
             return self._free[1]
         ready = np.array([n.not_ready_reason != NOT_READY for n in self.state.nodes], dtype=bool)
@@ -73,7 +73,7 @@ class ConsolidationPolicy:
         return gpus, mem
 
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
-        key = len(self.session._log)
+        key = self.session.version
         if self._first is None or self._first[0] != key:
             out = None
             if self.max_jobs >= 0:

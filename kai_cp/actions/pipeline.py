@@ -27,9 +27,9 @@ class RuntimeGuard:
         self.state, self.session, self.now = state, session, now
         # per victim list (one queue's, shared by every preemptor while the cycle leaves the queue
         # alone: victims.preemptible_running) -> (the list, each job's last start, -inf where
-        # min-runtime never protects it: elastic, or never started)
-        self._starts: dict[int, tuple[list, np.ndarray]] = {}
-        self._passing: dict[tuple[int, str, str], tuple[list, list]] = {}
+        # min-runtime never protects it: elastic, or never started; (action, preemptor queue) ->
+        # the victims passing)
+        self._lists: dict[int, tuple[list, np.ndarray, dict[tuple[str, str], list]]] = {}
 
     def passing(self, victims: list, action: str, preemptor_queue: str) -> list:
         """The victims (of one queue) whose jobs `may_lose` to the preemptor, at once: the
@@ -38,19 +38,18 @@ class RuntimeGuard:
         (min_runtime.filter_victim), the runtime being one per victim queue and preemptor queue."""
         if not victims or not self.state.config.min_runtime_enabled:
             return victims
-        key = (id(victims), action, preemptor_queue)
-        hit = self._passing.get(key)
-        if hit is not None and hit[0] is victims:      # (the memo holds the list: its id stays its own)
-            return hit[1]
-        starts = self._starts.get(id(victims))
-        if starts is None or starts[0] is not victims:
-            starts = self._starts[id(victims)] = (victims, np.array(
+        memo = self._lists.get(id(victims))
+        if memo is None or memo[0] is not victims:      # (the memo holds the list: its id stays its own)
+            memo = self._lists[id(victims)] = (victims, np.array(
                 [-np.inf if v.job.last_start is None or min_runtime.is_elastic(v.job) else v.job.last_start
-                 for v in victims], dtype=np.float64))
-        runtime = min_runtime.min_runtime_seconds(self.state, action, victims[0].job.queue, preemptor_queue)
-        ok = ~(self.now < starts[1] + runtime)
-        out = victims if ok.all() else [victims[i] for i in np.flatnonzero(ok).tolist()]
-        self._passing[key] = (victims, out)
+                 for v in victims], dtype=np.float64), {})
+        _, starts, passing = memo
+        out = passing.get((action, preemptor_queue))
+        if out is None:
+            runtime = min_runtime.min_runtime_seconds(self.state, action, victims[0].job.queue, preemptor_queue)
+            ok = ~(self.now < starts + runtime)
+            out = passing[(action, preemptor_queue)] = \
+                victims if ok.all() else [victims[i] for i in np.flatnonzero(ok).tolist()]
         return out
 
     def elastic_ok(self, victims: list[TaskInfo], action: str, preemptor_queue: str) -> str | None:

@@ -184,15 +184,14 @@ def victim_heads(session: Session, pops: int) -> tuple[dict[str, list[Victim]], 
 
 
 def preemptible_running(session: Session) -> dict[str, list[Victim]]:
-    """Per queue, the preemptible jobs with active tasks, in job order of the state. Cached until
-    the session changes (a commit adds to its log; a rollback restores the same length and
-    content), so the actions' per-preemptor victim lists cost a filter, not a scan of all pods.
-    A queue the cycle has not changed shares the snapshot's list: callers read these lists and
-    never change them."""
-    key = len(session._log)
-    cached = session.__dict__.get("_victims")
-    if cached is not None and cached[0] == key:
-        return cached[1]
+    """Per queue, the preemptible jobs with active tasks, in job order of the state. Kept while
+    the session's decisions are the same (Session.decisions_derived), so the actions'
+    per-preemptor victim lists cost a filter, not a scan of all pods. A queue the cycle has not
+    changed shares the snapshot's list: callers read these lists and never change them."""
+    return session.decisions_derived("victims", lambda: _preemptible_running(session))
+
+
+def _preemptible_running(session: Session) -> dict[str, list[Victim]]:
     # A commit touches a few jobs, so only the queues holding a changed one are rebuilt (30,000
     # victims at 10,000 nodes).
     touched = _changed_victims(session)
@@ -217,7 +216,6 @@ def preemptible_running(session: Session) -> dict[str, list[Victim]]:
         # (a queue whose first job lost all its pods this cycle moves back)
         position = _snapshot_positions(session.state)
         out = dict(sorted(out.items(), key=lambda qv: position[qv[1][0].job.name]))
-    session.__dict__["_victims"] = (key, out)
     return out
 
 
@@ -345,7 +343,7 @@ class VictimQueue:
         # (the allocations compared): each pop walked the whole tree again
         self._heads: dict[str, Victim | None] = {}
         self._picks: dict[str | None, str | None] = {}
-        self._at = len(session._log)
+        self._at = session.version
         if isinstance(victims, dict):
             by_queue = victims
         else:
@@ -379,7 +377,7 @@ class VictimQueue:
 
     def _fresh(self) -> None:
         """The session changed since the picks were made (the queues' allocations): they go."""
-        at = len(self.session._log)
+        at = self.session.version
         if at != self._at:
             self._heads.clear()
             self._picks.clear()
@@ -590,31 +588,12 @@ class _ScenarioFilter:
         rec_nodes, rec_total, rec_best, rec_gains, rec_at = self._recorded_part(recorded)
         by_node = self._freed_by_node(victims, {})
         if self.need:
-            total, best = rec_total, rec_best
-            for n, e in by_node.items():
-                if e[2] and self.admitted[n]:
-                    total += e[2]
-                    r = rec_nodes.get(n)
-                    # (what a node frees only grows with more victims: the recorded part's best holds)
-                    best = max(best, int(self.base_free[n]) + e[2] + (r[2] if r is not None else 0))
+            total, best = self._gpus(by_node, rec_nodes, rec_total, rec_best)
             if total < self.need or best < self.largest:
                 return False
         if not self.kinds:
             return True
-        gains = {d: g.copy() for d, g in rec_gains.items()}      # domain -> per kind, pods more than it holds now
-        for n, e in by_node.items():
-            d = int(self.dom[n])
-            if d >= 0:
-                g = gains.setdefault(d, [0] * len(self.kinds))
-                row = self._row(n)
-                r = rec_nodes.get(n)
-                if r is None:
-                    for i, k in enumerate(self.kinds):
-                        g[i] += k.fits(n, row, e) - int(k.at0[n])
-                else:          # the node's recorded gain replaced by its gain with both
-                    e = [x + y for x, y in zip(r, e)]
-                    for i, k in enumerate(self.kinds):
-                        g[i] += k.fits(n, row, e) - rec_at[n][i]
+        gains = self._gains(by_node, rec_nodes, rec_gains, rec_at)
         return any(all(int(k.in_domain0[d]) + g[i] >= k.count for i, k in enumerate(self.kinds))
                    for d, g in gains.items())
 
@@ -626,23 +605,48 @@ class _ScenarioFilter:
         if memo is not None and memo[0] is recorded:
             return memo[1]
         by_node = self._freed_by_node(recorded or (), {})
-        total, best = self.total0, self.best0
-        gains: dict[int, list[int]] = {}
+        total, best = self._gpus(by_node, {}, self.total0, self.best0)
         at: dict[int, list[int]] = {}
-        for n, e in by_node.items():
-            if e[2] and self.admitted[n]:
-                total += e[2]
-                best = max(best, int(self.base_free[n]) + e[2])
-            d = int(self.dom[n])
-            if d >= 0 and self.kinds:
-                g = gains.setdefault(d, [0] * len(self.kinds))
-                row = self._row(n)
-                held = at[n] = [k.fits(n, row, e) for k in self.kinds]
-                for i, k in enumerate(self.kinds):
-                    g[i] += held[i] - int(k.at0[n])
+        gains = self._gains(by_node, {}, {}, {}, at) if self.kinds else {}
         part = (by_node, total, best, gains, at)
         self._recorded = (recorded, part)
         return part
+
+    def _gpus(self, by_node: dict[int, list[int]], rec_nodes: dict[int, list[int]], total: int,
+              best: int) -> tuple[int, int]:
+        """The whole GPUs free on admitted feasible nodes, in all and on the best node, once the
+        victims of `by_node` are evicted beside the recorded ones (their `total` and `best`). What
+        a node frees only grows with more victims, so the recorded part's best holds."""
+        for n, e in by_node.items():
+            if e[2] and self.admitted[n]:
+                total += e[2]
+                r = rec_nodes.get(n)
+                best = max(best, int(self.base_free[n]) + e[2] + (r[2] if r is not None else 0))
+        return total, best
+
+    def _gains(self, by_node: dict[int, list[int]], rec_nodes: dict[int, list[int]],
+               rec_gains: dict[int, list[int]], rec_at: dict[int, list[int]],
+               at: dict[int, list[int]] | None = None) -> dict[int, list[int]]:
+        """Per domain, per kind, the pods more than it holds now once the victims of `by_node` are
+        evicted beside the recorded ones (their gains, and what each kind holds on their nodes);
+        `at` records what each kind then holds per node."""
+        gains = {d: g.copy() for d, g in rec_gains.items()}
+        for n, e in by_node.items():
+            d = int(self.dom[n])
+            if d < 0:
+                continue
+            g = gains.setdefault(d, [0] * len(self.kinds))
+            row = self._row(n)
+            r = rec_nodes.get(n)
+            if r is not None:       # the node's recorded gain replaced by its gain with both
+                e = [x + y for x, y in zip(r, e)]
+            before = rec_at[n] if r is not None else None
+            held = [k.fits(n, row, e) for k in self.kinds]
+            for i, k in enumerate(self.kinds):
+                g[i] += held[i] - (int(k.at0[n]) if before is None else before[i])
+            if at is not None:
+                at[n] = held
+        return gains
 
     def _freed_by_node(self, victims: list[TaskInfo], by_node: dict[int, list[int]]) -> dict[int, list[int]]:
         """Add what evicting each victim frees to its node's sum in `by_node`."""
@@ -971,16 +975,11 @@ class JobSolver:
             cands = self.state.__dict__["_pending_candidates"] = [
                 (j, frozenset(t.key for ps in j.podsets.values() for t in ps.pending)) for j in self.state.waiting_jobs
                 if j.queue in queues and queues[j.queue].is_leaf and any(ps.pending for ps in j.podsets.values())]
-        # Per session state, as preemptible_running: a preemptor that found no victims rolls back,
-        # and the next one lists the same jobs (~2,000 at 10,000 nodes, per preemptor).
-        key = len(s._log)
-        cached = s.__dict__.get("_pending_jobs")
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        placed = s.placements.keys()
-        out = [j for j, keys in cands if not placed >= keys]      # not every pending pod placed
-        s.__dict__["_pending_jobs"] = (key, out)
-        return out
+
+        def unplaced() -> list[JobInfo]:        # (~2,000 at 10,000 nodes, asked by every preemptor)
+            placed = s.placements.keys()
+            return [j for j, keys in cands if not placed >= keys]      # not every pending pod placed
+        return s.decisions_derived("pending jobs", unplaced)
 
     def _breaks_a_gang(self, evicted: list[TaskInfo]) -> bool:
         """6.8: a gang loses its pods whole, or only pods above its minimum. A scenario whose

@@ -15,7 +15,7 @@ from ortools.sat.python import cp_model
 
 from kai_cp.arrays import distinct
 from kai_cp.model.base import ModelContext
-from kai_cp.pod_affinity import labels_of, carries_anti_affinity
+from kai_cp.pod_affinity import anti_terms_of, carries_anti_affinity, labels_of
 
 
 class AntiAffinity:
@@ -36,7 +36,7 @@ class AntiAffinity:
         for c in ctx.classes:
             pairs_of[c.index] = order[bounds[c.index]:bounds[c.index + 1]]
         for a in carriers:
-            for term in a.tasks[0].predicate_key[3][3]:
+            for term in anti_terms_of(a.tasks[0]):
                 codes, _ = index.codes(term.topology_key)
                 matchers = [c.index for c in ctx.classes
                             if any(term.selects(labels_of(t), t.namespace, a.tasks[0].namespace) for t in c.tasks)]
