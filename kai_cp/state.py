@@ -41,6 +41,12 @@ class VictimColumns(NamedTuple):
     priority: list[int]
     elastic: list[int]
     creation: list[float]
+    # the job's last start, or -inf where min-runtime never protects it (more pods than its
+    # minimum, or never started): reclaim and preempt count who passes before listing victims
+    started: list[float]
+
+
+_NEVER_PROTECTED = float("-inf")
 
 
 @dataclass
@@ -368,11 +374,13 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
             victims.append(job.name)
             cols = victim_jobs.get(job.queue)
             if cols is None:
-                cols = victim_jobs[job.queue] = VictimColumns([], [], [], [])
+                cols = victim_jobs[job.queue] = VictimColumns([], [], [], [], [])
             cols.jobs.append(job.name)
             cols.priority.append(job.priority)
             cols.elastic.append(elastic)
             cols.creation.append(job.creation)
+            cols.started.append(_NEVER_PROTECTED if job.last_start is None or any(
+                ps.min_available < len(ps.tasks) for ps in job.podsets.values()) else job.last_start)
 
     # A pod's labels and required anti-affinity terms, host ports' included, are its predicate
     # key's (pod_affinity.affinity_key), read once per pod at its record.

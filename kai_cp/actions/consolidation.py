@@ -92,6 +92,9 @@ class ConsolidationPolicy:
         out = [v for v in self._first[1] if v.job is not preemptor]
         return out[:self.max_jobs + 1] if self.max_jobs >= 0 else out
 
+    def fewest_victims(self, preemptor: JobInfo) -> int:
+        return 0        # (a few: maxConsolidationPreemptees, or every victim of a small cluster)
+
     def message(self, victim: TaskInfo, preemptor: JobInfo) -> str:
         return (f"Pod {victim.key} was preempted and rescheduled due to bin packing (resource consolidation) "
                 f"procedure")

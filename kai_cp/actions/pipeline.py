@@ -30,6 +30,10 @@ class RuntimeGuard:
         # min-runtime never protects it: elastic, or never started; (action, preemptor queue) ->
         # the victims passing)
         self._lists: dict[int, tuple[list, np.ndarray, dict[tuple[str, str], list]]] = {}
+        # per queue, its snapshot victim jobs' (state.victim_jobs) last starts and priorities as
+        # arrays; per (queue, action, preemptor queue, priority bound) how many pass
+        self._columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._counts: dict[tuple, int] = {}
 
     def passing(self, victims: list, action: str, preemptor_queue: str) -> list:
         """The victims (of one queue) whose jobs `may_lose` to the preemptor, at once: the
@@ -51,6 +55,32 @@ class RuntimeGuard:
             out = passing[(action, preemptor_queue)] = \
                 victims if ok.all() else [victims[i] for i in np.flatnonzero(ok).tolist()]
         return out
+
+    def snapshot_passing(self, queue: str, action: str, preemptor_queue: str, below: int | None = None) -> int:
+        """How many of the snapshot's victim jobs of `queue` pass (`passing`), of priority below
+        `below` if given, counted from the state's columns without making their victims: with
+        victims.changed_victim_counts, a lower bound of a victim list's length."""
+        key = (queue, action, preemptor_queue, below)
+        n = self._counts.get(key)
+        if n is not None:
+            return n
+        cols = self.state.victim_jobs.get(queue)
+        if cols is None:
+            n = 0
+        else:
+            columns = self._columns.get(queue)
+            if columns is None:
+                columns = self._columns[queue] = (np.array(cols.started, dtype=np.float64),
+                                                  np.array(cols.priority, dtype=np.int64))
+            starts, priority = columns
+            ok = np.ones(len(starts), dtype=bool)
+            if self.state.config.min_runtime_enabled:
+                ok = ~(self.now < starts + min_runtime.min_runtime_seconds(self.state, action, queue, preemptor_queue))
+            if below is not None:
+                ok &= priority < below
+            n = int(ok.sum())
+        self._counts[key] = n
+        return n
 
     def elastic_ok(self, victims: list[TaskInfo], action: str, preemptor_queue: str) -> str | None:
         by_job: dict[str, list[TaskInfo]] = {}

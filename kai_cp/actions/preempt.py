@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kai_cp.actions.reclaim_rules import preempt_quota_ok
 from kai_cp.actions.preemptors import ActionPass, pending_jobs
-from kai_cp.actions.victims import Solution, Victim, preemptible_running
+from kai_cp.actions.victims import Solution, Victim, changed_victim_counts, preemptible_running
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.ordering import request_vector, tasks_to_allocate
 from kai_cp.session import Session
@@ -34,6 +34,11 @@ class PreemptPolicy:
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
         mine = self.guard.passing(preemptible_running(self.session).get(preemptor.queue, []), ACTION, preemptor.queue)
         return [v for v in mine if v.job.priority < preemptor.priority and v.job is not preemptor]
+
+    def fewest_victims(self, preemptor: JobInfo) -> int:
+        q = preemptor.queue      # (the preemptor's own priority is not below itself)
+        return max(0, self.guard.snapshot_passing(q, ACTION, q, below=preemptor.priority)
+                   - changed_victim_counts(self.session).get(q, 0))
 
     def message(self, victim: TaskInfo, preemptor: JobInfo) -> str:
         return preempt_message(victim, preemptor)

@@ -43,6 +43,13 @@ class Budget:
         if self.left < 0 or self._late():
             raise BudgetSpent
 
+    def require(self, amount: int) -> None:
+        """Raise as `spend(amount)` would where the amount alone is more than is left, without
+        spending: an attempt whose first spend is known to exceed the bound stops before the work
+        of finding out exactly how much it is (JobSolver.solve)."""
+        if amount > self.left:
+            raise BudgetSpent
+
     def spent(self) -> bool:
         """No work may start: the bound is used up or the deadline has passed."""
         return self.left <= 0 or self._late()

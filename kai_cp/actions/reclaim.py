@@ -8,7 +8,7 @@ from fractions import Fraction
 from kai_cp import capacity
 from kai_cp.actions.preemptors import ActionPass, pending_jobs
 from kai_cp.actions.reclaim_rules import ReclaimValidator, can_reclaim, leveled_queues
-from kai_cp.actions.victims import Solution, Victim, preemptible_running
+from kai_cp.actions.victims import Solution, Victim, changed_victim_counts, preemptible_running
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.ordering import request_vector, tasks_to_allocate
 from kai_cp.queues import QueueInfo
@@ -65,6 +65,11 @@ class ReclaimPolicy:
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
         return [v for q, vs in preemptible_running(self.session).items() if q != preemptor.queue and q in self.state.queues
                 for v in self.guard.passing(vs, ACTION, preemptor.queue)]
+
+    def fewest_victims(self, preemptor: JobInfo) -> int:
+        changed = changed_victim_counts(self.session)
+        return sum(max(0, self.guard.snapshot_passing(q, ACTION, preemptor.queue) - changed.get(q, 0))
+                   for q in self.state.victim_jobs if q != preemptor.queue and q in self.state.queues)
 
     def message(self, victim: TaskInfo, preemptor: JobInfo) -> str:
         return reclaim_message(self.state, self.session, victim, preemptor)
