@@ -571,7 +571,7 @@ def contended_clusters(draw, max_nodes: int = 4, max_running: int = 10, max_pend
     consolidation, reclaim and preempt in KAI's order. No shared GPUs, taints or topology: the
     eviction rules are the subject here. With `topology`, nodes sit in zones and racks (some
     tainted or NotReady: KAI counts a domain's room by resources alone) and pending jobs may
-    require or prefer a rack or a zone."""
+    require or prefer a rack or a zone, and so may running ones (a growing gang is pinned to where it runs)."""
     nodes = [node(f"node-{i}", gpus=draw(st.sampled_from([4, 8])), cpu_m=64_000, mem_b=256 * GI, pods=110,
                   labels={"pool": draw(st.sampled_from(["a", "b"]))})
              for i in range(draw(st.integers(1, max_nodes)))]
@@ -632,7 +632,9 @@ def contended_clusters(draw, max_nodes: int = 4, max_running: int = 10, max_pend
                             draw(st.sampled_from([0, 1, 2, 2, 4] if running else [1, 2, 2, 4, 8]))))
         sub_groups = [{"name": sg, "minMember": mm} for sg, mm, _, _ in podsets if sg]
         constrained = None
-        if topology and not running and _chance(draw, 60):
+        # running gangs carry constraints too: one that grows is pinned to the domains it runs in
+        # (topology.pinned_domains), where its pods may already break the level (placed before)
+        if topology and _chance(draw, 30 if running else 60):
             constrained = constraint(required=draw(st.sampled_from([None, *TOPOLOGY_LEVELS])),
                                      preferred=draw(st.sampled_from([None, TOPOLOGY_LEVELS[1]])))
         pg = pod_group(name, qname, min_member=sum(mm for _, mm, _, _ in podsets), priority_class=pclass,
