@@ -368,12 +368,14 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
     # its eviction actions changed nothing (or, below, when they run after the model anyway).
     # None: no lean model.
     lean_after: float | None = None
+    squeezed = False        # a fixed model built lean, KAI's actions after it not kept back (below)
     if not fixed and not greedy.session.evictions and not any(a.solved for a in greedy.actions.values()):
         lean_after = actions_seconds
     too_little = "KAI's actions left too little of the cycle's time limit to build the model"
 
-    def no_time_to_build(at: float, hint: GreedyResult) -> bool:
-        return at + BUILD_SECONDS_PER_JOB * len(hint.order) >= _build_deadline(t0, settings.time_limit, after_model, hint)
+    def no_time_to_build(at: float, hint: GreedyResult, after: float | None = None) -> bool:
+        after = after_model if after is None else after
+        return at + BUILD_SECONDS_PER_JOB * len(hint.order) >= _build_deadline(t0, settings.time_limit, after, hint)
     if fixed:
         # The model cannot decide these evictions: it decides the allocation alone (from KAI's
         # allocate as hint) and KAI's eviction actions then run on its answer; greedy's whole
@@ -381,14 +383,25 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
         # budget.
         stats["evictionsBy"] = f"greedy actions after the model ({fixed})"
         after_model = actions_seconds
-        # The hint is allocate run again alone: where that, as long as it took in KAI's actions,
-        # leaves the model no time, the cycle falls back now, and KAI's search resumed gets the
-        # time (at 10,000 nodes allocate ran 0.36 s again, then the fallback, then the search,
-        # and the cycle ended 0.05-0.1 s past its limit).
-        if no_time_to_build(time.perf_counter() + full.allocate_seconds, full):
-            stats["fallbackReason"] = too_little
-            return kais("greedy", "FALLBACK")
-        greedy = run_greedy(state, now, evictions=False)
+        # The hint is allocate's decisions alone, kept before the actions ran (run_greedy), else
+        # allocate run again: where that, as long as it took in KAI's actions, leaves the model
+        # no time, the cycle falls back now, and KAI's search resumed gets the time (at 10,000
+        # nodes allocate ran 0.36 s again, then the fallback, then the search, and the cycle
+        # ended 0.05-0.1 s past its limit).
+        again = 0.0 if greedy.alone is not None else full.allocate_seconds
+        if no_time_to_build(time.perf_counter() + again, full):
+            if greedy.alone is None or no_time_to_build(time.perf_counter(), full, 0.0):
+                stats["fallbackReason"] = too_little
+                return kais("greedy", "FALLBACK")
+            # With the actions' time kept back nothing is left for the model (10,000 nodes: the
+            # hint's search consolidated within its half of the limit), without it a lean model
+            # fits: its answer where it is allocate's is KAI's whole cycle (is_greedys), and an
+            # improved one gets KAI's actions with the time it leaves, as after a lean model
+            # whose hint they left alone; where they then place less, KAI's cycle is returned
+            # (short_of_kai).
+            after_model, squeezed = 0.0, True
+            stats["evictionsBy"] += ", with the time the lean model leaves"
+        greedy = greedy.alone or run_greedy(state, now, evictions=False)
         lean_after = 0.0
     t1 = time.perf_counter()
     deadline = _build_deadline(t0, settings.time_limit, after_model, greedy)
@@ -402,7 +415,7 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
     lean_deadline = None if lean_after is None else t0 + settings.time_limit - MIN_SOLVE_SECONDS - DECODE_RESERVE
     try:
         ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit),
-                          evictions=not fixed, deadline=deadline, lean_deadline=lean_deadline)
+                          evictions=not fixed, deadline=deadline, lean_deadline=lean_deadline, lean=squeezed)
     except (OverflowError, BuildTimeout) as e:   # objective not exact in a double, or out of time
         stats["fallbackReason"] = str(e)
         stats["buildSeconds"] = round(time.perf_counter() - t1, 6)

@@ -148,6 +148,13 @@ class SharedLedger:
             cached = state.__dict__["_shared_base"] = cls.open(state.nodes)
         return cls(cached.capacity, cached.base, cached.best.copy(), cached.synced)
 
+    def fork(self) -> "SharedLedger":
+        """An independent ledger with the same devices (Session.fork): the nodes written so far
+        copied, the snapshot's shared."""
+        return SharedLedger(self.capacity, self.base, self.best.copy(), self.synced,
+                            {n: {g: Device(d.used, d.allocated, d.releasing, d.holders) for g, d in devs.items()}
+                             for n, devs in self._nodes.items()})
+
     def groups(self, n: int) -> dict[str, Device]:
         g = self._nodes.get(n)
         return g if g is not None else self.base[n]

@@ -727,16 +727,36 @@ def test_a_lean_solver_short_of_time_still_keeps_back_the_eviction_actions_after
     assert res.wall_seconds < 2.0
 
 
-def test_a_slow_second_allocate_does_not_shrink_what_is_kept_back_for_the_eviction_actions(monkeypatch) -> None:
-    """The time kept back for KAI's eviction actions after the model is what they took in KAI's
-    actions, whatever allocate takes when it runs again alone for the model's hint: reading it as
-    KAI's actions' time less that second allocate's, a 0.35 s stall of the latter (a loaded
-    machine) left the solver the actions' time too (CI, 2026-11-28: budget 0.49 s of a 1 s cycle)."""
-    _, budgets, allocations = _solver_budgets_with_slow_actions(monkeypatch, 2.0, stall_second_allocate=0.35)
-    assert allocations == 2
-    # what is left (after the stalled allocate) less the decoding reserve and the actions' >= 0.3 s
+def test_the_models_hint_is_allocates_decisions_kept_not_allocate_run_again(monkeypatch) -> None:
+    """Where KAI's actions made a move the model cannot decide, the model's hint is allocate's
+    decisions as they were before the actions ran (run_greedy keeps a fork of the session), not
+    allocate run again alone (0.3-0.6 s of a 1 s cycle at 10,000 nodes). The time kept back for
+    the actions after the model is still what they took in KAI's actions (a stall of the second
+    allocate once took it off: CI, 2026-11-28, budget 0.49 s of a 1 s cycle)."""
+    res, budgets, allocations = _solver_budgets_with_slow_actions(monkeypatch, 2.0, stall_second_allocate=0.35)
+    assert allocations == 1
+    # what is left less the decoding reserve and the actions' >= 0.3 s
     [(budget, left)] = budgets
     assert budget <= left - 0.3, budgets
+    assert violations(res.state, res.session) == []
+
+
+def test_a_fixed_model_left_no_time_for_the_actions_after_it_is_built_lean(monkeypatch) -> None:
+    """Where keeping back the time KAI's eviction actions took leaves the model none, but a lean
+    model fits without it, the lean model is built (the hint's search consolidated within its
+    half of a 10,000-node cycle, which then fell back without a model): its answer is KAI's whole
+    cycle where it is allocate's allocation, and an improved one gets the actions with the time it
+    leaves, never returning less than KAI's cycle."""
+    from kai_cp.cycle import pending_gpus_placed
+
+    # 0.68 s: the actions (0.3 s slower here) kept back leave the model nothing, a lean one fits
+    res, budgets, allocations = _solver_budgets_with_slow_actions(monkeypatch, 0.68)
+    assert allocations == 1
+    assert "with the time the lean model leaves" in res.stats["evictionsBy"], res.stats
+    assert res.stats.get("modelScope") == "lean" and budgets, res.stats
+    assert "too little" not in res.stats.get("fallbackReason", ""), res.stats
+    assert violations(res.state, res.session) == []
+    assert pending_gpus_placed(res.state, res.session) >= pending_gpus_placed(res.state, res.greedy.session)
 
 
 def test_the_eviction_actions_after_the_model_leave_the_check_its_time(monkeypatch) -> None:
@@ -771,11 +791,12 @@ def test_the_eviction_actions_after_the_model_leave_the_check_its_time(monkeypat
 
 
 def test_no_second_allocate_where_it_would_leave_the_model_no_time(monkeypatch) -> None:
-    """Where KAI's actions made a move the model cannot decide, the model's hint is allocate run
-    again alone. If that, as long as allocate took the first time, leaves no time to build the
-    model, the cycle falls back at once, and KAI's search resumed gets the time: at 10,000 nodes
-    the second allocate ran 0.36 s only to fall back, and the cycle ended 0.05-0.1 s late. (The
-    first allocate is reported as taking 0.95 s of the 1 s cycle; the second one would be as slow.)"""
+    """Where allocate's decisions were not kept (a GreedyResult made elsewhere), the model's hint
+    is allocate run again alone. If that, as long as allocate took the first time, leaves no time
+    to build the model, the cycle falls back at once, and KAI's search resumed gets the time: at
+    10,000 nodes the second allocate ran 0.36 s only to fall back, and the cycle ended 0.05-0.1 s
+    late. (The first allocate is reported as taking 0.95 s of the 1 s cycle; the second one would
+    be as slow.)"""
     import kai_cp.actions.pipeline as pipeline
     import kai_cp.cycle as cycle_module
     from kai_cp.cli import _load, _state
@@ -790,6 +811,7 @@ def test_no_second_allocate_where_it_would_leave_the_model_no_time(monkeypatch) 
     def reported_slow(*args, **kwargs):
         out = real_greedy(*args, **kwargs)
         out.allocate_seconds = 0.95
+        out.alone = None
         return out
     monkeypatch.setattr(pipeline, "run_allocate", counted)
     monkeypatch.setattr(cycle_module, "run_greedy", reported_slow)

@@ -45,6 +45,9 @@ class GreedyResult:
     now: float = 0.0                                # the cycle's clock, for min-runtime protection
     allocate_seconds: float = 0.0                   # allocate's own time (run_greedy), the actions' after it
     search: Any = None                              # the actions' EvictionSearch (actions/pipeline.py), to resume
+    # allocate's decisions alone, kept (Session.fork) before the eviction actions ran: the CP-SAT
+    # model's hint where the actions' moves are no variables of the model (run_greedy, bounded)
+    alone: "GreedyResult | None" = None
 
     @property
     def search_clocked(self) -> bool:

@@ -208,6 +208,9 @@ def run_greedy(state: ClusterState, now: float, bounded: bool = False, evictions
     greedy.allocate_seconds = time.perf_counter() - t
     greedy.now = now
     if evictions and any(a in EVICTING for a in state.config.actions):
+        if bounded:
+            greedy.alone = GreedyResult(greedy.session.fork(), greedy.order, greedy.outcomes, now=now,
+                                        allocate_seconds=greedy.allocate_seconds)
         budget = (hint_budget(state, deadline) if bounded else
                   cycle_budget(state, len(greedy.order), time_limit, deadline) if time_limit is not None else None)
         greedy.search = EvictionSearch(state, greedy.session, now)
