@@ -359,9 +359,9 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
     full = greedy
     fixed = unmodelled_evictions(greedy)
     # KAI's eviction actions' own time in the actions above (less their allocate's): what they
-    # take again where they run after the model. Not less an allocate run again below: one slow
-    # run of it on a loaded machine took the actions' time off what is kept back from the solver
-    # (tests/test_cycle.py, the budget with a slow second allocate).
+    # take again where they run after the model. Not less an allocate run again below (where
+    # allocate's decisions were not kept): one slow run of it on a loaded machine took the
+    # actions' time off what is kept back from the solver (CI, 2026-11-28).
     actions_seconds = max(0.0, t_greedy - greedy.allocate_seconds)
     after_model = 0.0       # seconds KAI's eviction actions will take after the model
     # ... after a lean model (model/scope.py), where greedy's hint is allocate's decisions: when
