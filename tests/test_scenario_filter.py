@@ -149,10 +149,11 @@ def test_the_recorded_victims_worked_out_once_give_every_scenario_the_same_answe
     assert asked[(True, True)] and asked[(True, False)], asked      # recorded victims, both answers
 
 
-def _pinned_gang_cluster() -> dict[str, Any]:
+def _pinned_gang_cluster(fractional: bool = False) -> dict[str, Any]:
     """Two racks of two 8-GPU nodes, all taken: a rack-bound gang with one 4-GPU pod running in
-    rack r1 and two pending, and lower-priority preemptible jobs on every node. The gang may only
-    grow in r1 (topology.pinned_domains), so scenarios evicting r2's jobs cannot work."""
+    rack r1 and two pending (4 GPUs each, or half a GPU each: `fractional`), and lower-priority
+    preemptible jobs on every node. The gang may only grow in r1 (topology.pinned_domains), so
+    scenarios evicting r2's jobs cannot work."""
     from clustergen import (TOPOLOGY, TOPOLOGY_LEVELS, constraint, node, pod, pod_group, priority_class, queue,
                             snapshot, topology_object)
     nodes = []
@@ -161,8 +162,8 @@ def _pinned_gang_cluster() -> dict[str, Any]:
     groups = [pod_group("pinned", "a", min_member=1, priority_class="build", created=-600,
                         topology=constraint(required=TOPOLOGY_LEVELS[1]))]
     pods = [pod("pinned-0", "pinned", gpus=4, phase="Running", node_name="n0", queue_name="a", created=-599),
-            pod("pinned-1", "pinned", gpus=4, queue_name="a", created=-598),
-            pod("pinned-2", "pinned", gpus=4, queue_name="a", created=-597)]
+            *(pod(f"pinned-{i}", "pinned", gpus=0 if fractional else 4, queue_name="a", created=-599 + i,
+                  annotations={"gpu-fraction": "0.5"} if fractional else None) for i in (1, 2))]
     for i, gpus in enumerate((4, 8, 8, 8)):
         groups.append(pod_group(f"v{i}", "a", priority_class="train", created=-900 + 10 * i))   # r2 newest: popped first
         pods.append(pod(f"v{i}-0", f"v{i}", gpus=gpus, phase="Running", node_name=f"n{i}", queue_name="a",
@@ -172,10 +173,14 @@ def _pinned_gang_cluster() -> dict[str, Any]:
                     config={"actions": "allocate, preempt"}, topologies=[topology_object(TOPOLOGY, TOPOLOGY_LEVELS)])
 
 
-def test_a_gang_pinned_to_its_rack_gets_no_scenario_of_another_rack(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("fractional", [False, True], ids=["whole", "fractional"])
+def test_a_gang_pinned_to_its_rack_gets_no_scenario_of_another_rack(monkeypatch: pytest.MonkeyPatch,
+                                                                    fractional: bool) -> None:
     """The filter counts only the domains a gang already runs in: the scenarios evicting the other
-    rack's jobs are ruled out (their simulations fail), and the gang grows in its own rack."""
-    doc = _pinned_gang_cluster()
+    rack's jobs are ruled out (their simulations fail), and the gang grows in its own rack. Pods
+    of shared GPUs are followed by their CPU, memory and pod slot on the nodes with GPU room and
+    the victims' (a pinned gang of fractional pods had every scenario simulated)."""
+    doc = _pinned_gang_cluster(fractional)
     seen = _check(doc, monkeypatch, drawn=False)
     assert seen[(False, False)] > 0               # the other rack's scenarios, ruled out
     evicted = {e["pod"].split("/")[-1] for e in _decisions(doc)["evictions"]}

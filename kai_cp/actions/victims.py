@@ -511,14 +511,18 @@ class _ScenarioFilter:
             r = t.request
             if r.gpus > 0 and not r.is_shared_gpu:
                 admitted |= state.predicates.mask(t.predicate_key)
-            if not (r.best_effort or r.is_shared_gpu):
+            if not r.best_effort:
                 vec = state.table.vector(t)
                 key = (vec.tobytes(), t.predicate_key, r.kind)
                 _, first, count = kinds.get(key, (vec, t, 0))
                 kinds[key] = (vec, first, count + 1)
         member = self.dom >= 0
+        # A shared-GPU pod's row holds its CPU, memory and pod slot (its GPU is per device, 0
+        # here): it is followed on the nodes the simulation may use, those with GPU room now
+        # (`base`) and the victims' (whatever GPU room they free), so a pinned gang of fractional
+        # pods gets no scenario freeing CPU in another rack either (38 at 10,000 nodes).
         self.kinds = [_Kind(vec, count, member & state.predicates.mask(t.predicate_key) & fitter.types.mask(t.request),
-                            free0, self.dom, domains)
+                            free0, self.dom, domains, base if t.request.is_shared_gpu else None)
                       for vec, t, count in kinds.values()]
         held = np.ones(domains, dtype=bool)
         for k in self.kinds:
@@ -692,14 +696,16 @@ class _Kind:
     __slots__ = ("need", "mask", "count", "dom", "at0", "at", "in_domain0", "in_domain")
 
     def __init__(self, vec: np.ndarray, count: int, mask: np.ndarray, free0: np.ndarray, dom: np.ndarray,
-                 domains: int):
+                 domains: int, now: np.ndarray | None = None):
+        """`now`: the nodes counted before a victim frees something there (default: `mask`'s)."""
         cols = np.flatnonzero(vec > 0)
         self.need = list(zip(cols.tolist(), vec[cols].tolist()))       # (column, amount) per resource asked
         self.count, self.mask, self.dom = count, mask, dom
+        first = mask if now is None else mask & now
         if len(cols):
-            self.at0 = np.where(mask, np.clip((free0[:, cols] // vec[cols]).min(axis=1), 0, count), 0)
+            self.at0 = np.where(first, np.clip((free0[:, cols] // vec[cols]).min(axis=1), 0, count), 0)
         else:       # a request of nothing: an admitted node holds them all
-            self.at0 = np.where(mask, count, 0)
+            self.at0 = np.where(first, count, 0)
         self.in_domain0 = np.bincount(dom[mask], weights=self.at0[mask], minlength=domains).astype(np.int64)
         self.in_domain = self.in_domain0.copy()
         self.at: dict[int, int] = {}
