@@ -18,7 +18,7 @@ from kai_cp.errors import ObjectWarning
 from kai_cp.gcpause import gc_paused
 from kai_cp.fairshare import ShareQueue, compute_fair_share
 from kai_cp.jobs import (ACTIVE_USED, BINDING, DEFAULT_PODSET, GATED, PENDING, QUEUE_ALLOCATED, JobInfo, TaskInfo,
-                         queue_gpu_of_accepted)
+                         queue_gpu_of_accepted, protected_since)
 from kai_cp.loader import LoadedSnapshot
 from kai_cp.nodes import NodeInfo, NodeTable, make_node
 from kai_cp.predicates import PredicateCache
@@ -41,12 +41,8 @@ class VictimColumns(NamedTuple):
     priority: list[int]
     elastic: list[int]
     creation: list[float]
-    # the job's last start, or -inf where min-runtime never protects it (more pods than its
-    # minimum, or never started): reclaim and preempt count who passes before listing victims
+    # jobs.protected_since: reclaim and preempt count who passes min-runtime before listing victims
     started: list[float]
-
-
-_NEVER_PROTECTED = float("-inf")
 
 
 @dataclass
@@ -379,8 +375,7 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
             cols.priority.append(job.priority)
             cols.elastic.append(elastic)
             cols.creation.append(job.creation)
-            cols.started.append(_NEVER_PROTECTED if job.last_start is None or any(
-                ps.min_available < len(ps.tasks) for ps in job.podsets.values()) else job.last_start)
+            cols.started.append(protected_since(job))
 
     # A pod's labels and required anti-affinity terms, host ports' included, are its predicate
     # key's (pod_affinity.affinity_key), read once per pod at its record.

@@ -51,7 +51,7 @@ class VictimPods:
     queue: np.ndarray                  # per job: index into queue_names, -1 for a queue the state lacks
     priority: np.ndarray
     last_start: np.ndarray             # nan: never started
-    elastic: np.ndarray                # some PodSet has more pods than its minimum (min_runtime.is_elastic)
+    elastic: np.ndarray                # some PodSet has more pods than its minimum (jobs.is_elastic)
     single: np.ndarray                 # one pod, minimums at most 1 (victim_pool._single_pod)
     first_pod: np.ndarray              # per job: its first pod's index in the pod arrays (and the end)
     first_podset: np.ndarray           # per job: its first PodSet's index (and the end)
@@ -104,7 +104,7 @@ def victim_pods(state: ClusterState) -> VictimPods:
         priority=priorities(map(attrgetter("priority"), victims), count),
         last_start=np.fromiter((np.nan if job.last_start is None else job.last_start for job in victims),
                                dtype=np.float64, count=count),
-        # min_runtime.is_elastic and _single_pod, from the PodSets' sizes and minimums
+        # jobs.is_elastic and _single_pod, from the PodSets' sizes and minimums
         elastic=np.bincount(ps_job, weights=ps_size > ps_min, minlength=count) > 0,
         single=(np.bincount(ps_job, weights=ps_min > 1, minlength=count) == 0)
         & (np.bincount(ps_job, weights=ps_size, minlength=count) == 1),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Iterable, Literal
 
-from kai_cp.jobs import ACTIVE_USED, JobInfo, TaskInfo
+from kai_cp.jobs import ACTIVE_USED, JobInfo, TaskInfo, is_elastic
 from kai_cp.queues import QueueInfo
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -117,15 +117,6 @@ def reclaimers_passed(state: ClusterState, victim_job: JobInfo, reclaimers: froz
     if got is None:
         got = prefixes[lo] = frozenset(names[:lo])
     return got, lo
-
-
-def is_elastic(job: JobInfo) -> bool:
-    """Some PodSet has more pods than its minimum (spec 1.3). (A loop, not any() over a
-    generator: asked of every running job by the victim pool, ~30,000 at 10,000 nodes.)"""
-    for ps in job.podsets.values():
-        if ps.min_available < len(ps.tasks):
-            return True
-    return False
 
 
 def filter_victim(state: ClusterState, victim_job: JobInfo, action: Action, reclaimer_queue: str, now: float) -> bool:

@@ -13,7 +13,7 @@ from kai_cp.actions.preempt import preempt_pass
 from kai_cp.actions.allocate import GreedyResult, run_allocate
 from kai_cp.actions.preemptors import ActionOutcome, ActionPass, Budget
 from kai_cp.actions.reclaim import reclaim_pass
-from kai_cp.jobs import JobInfo, TaskInfo
+from kai_cp.jobs import JobInfo, TaskInfo, protected_since
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
 
@@ -26,9 +26,8 @@ class RuntimeGuard:
     def __init__(self, state: ClusterState, session: Session, now: float):
         self.state, self.session, self.now = state, session, now
         # per victim list (one queue's, shared by every preemptor while the cycle leaves the queue
-        # alone: victims.preemptible_running) -> (the list, each job's last start, -inf where
-        # min-runtime never protects it: elastic, or never started; (action, preemptor queue) ->
-        # the victims passing)
+        # alone: victims.preemptible_running) -> (the list, each job's jobs.protected_since,
+        # (action, preemptor queue) -> the victims passing)
         self._lists: dict[int, tuple[list, np.ndarray, dict[tuple[str, str], list]]] = {}
         # per queue, its snapshot victim jobs' (state.victim_jobs) last starts and priorities as
         # arrays; per (queue, action, preemptor queue, priority bound) how many pass
@@ -44,9 +43,8 @@ class RuntimeGuard:
             return victims
         memo = self._lists.get(id(victims))
         if memo is None or memo[0] is not victims:      # (the memo holds the list: its id stays its own)
-            memo = self._lists[id(victims)] = (victims, np.array(
-                [-np.inf if v.job.last_start is None or min_runtime.is_elastic(v.job) else v.job.last_start
-                 for v in victims], dtype=np.float64), {})
+            memo = self._lists[id(victims)] = (victims, np.array([protected_since(v.job) for v in victims],
+                                                                 dtype=np.float64), {})
         _, starts, passing = memo
         out = passing.get((action, preemptor_queue))
         if out is None:
