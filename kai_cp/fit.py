@@ -299,6 +299,11 @@ class Fitter:
         if not keep.all():
             self._subsets[_subset_key(task, vec)] = sub[keep]
 
+    def forget_pruned(self) -> None:
+        """Capacity grew outside a rollback (room held for a nominated job given back): the nodes
+        `_prune` dropped may fit again, so each task's subset is made afresh when next asked for."""
+        self._subsets.clear()
+
     def walker(self, task: TaskInfo) -> "NodeWalker | None":
         """KAI's node order for a run of identical tasks, computed once (binpack only)."""
         cfg = self.state.config

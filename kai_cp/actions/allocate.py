@@ -110,6 +110,16 @@ class Allocator:
         self.anti = (growing and state.anti_carriers) or \
             any(carries_anti_affinity(t) for j in state.waiting_jobs for t in j.waiting if t.status == PENDING)
 
+    def capacity_returned(self) -> None:
+        """Capacity held off nodes was given back (the room nominated to a job, at its turn):
+        what was learned while it was held, that a node fits nothing (Fitter.forget_pruned) or that
+        a job of some shape fails, no longer holds. A node dropped then stayed out for good, and a
+        preemptor whose gang needed the room it had held found one node short (node-0 of
+        tests/fixtures/evictions/greedy_preempt_loop_for_pend2.json, held for pend2 while run4 was
+        tried), so the victims' recreated pods were bound on its other nodes and preempted again."""
+        self.fitter.forget_pruned()
+        self._failed.clear()
+
     def _in_cycle_mask(self, task: TaskInfo, mask: np.ndarray | None) -> np.ndarray | None:
         """Narrow the nodes by anti-affinity with pods placed earlier in this cycle (both directions)."""
         if not self.anti:
@@ -355,9 +365,11 @@ def _hold(session: Session, tasks: list[TaskInfo]) -> list[tuple[int, np.ndarray
     return held
 
 
-def _unhold(session: Session, held: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
+def _unhold(session: Session, held: list[tuple[int, np.ndarray, np.ndarray]]) -> bool:
+    """Give back what `_hold` took; whether anything was."""
     for n, from_idle, from_rel in held:
         session.give_back(n, from_idle, from_rel)
+    return bool(held)
 
 
 def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyResult:
@@ -392,7 +404,8 @@ def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyR
             job = first.pop()
             if job is None:
                 break
-            _unhold(session, held.pop(job.name, []))
+            if _unhold(session, held.pop(job.name, [])):
+                alloc.capacity_returned()
             tasks = nominated_tasks(state, job, session)
             if not tasks:
                 continue
@@ -410,8 +423,8 @@ def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyR
                 out.errors.clear()
                 out.started = alloc.attempt_tasks(job, tasks, out)
     finally:
-        for rest in held.values():
-            _unhold(session, rest)
+        if any([_unhold(session, rest) for rest in held.values()]):
+            alloc.capacity_returned()
     # A nominated job that failed its attempt is done, as any job whose attempt fails (4.2).
     queue = JobQueue(session, [j for j in jobs if j.name not in outcomes or (outcomes[j.name].started and any(
         t.key not in session.placements for t in j.tasks if t.status == PENDING))])
