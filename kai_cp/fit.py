@@ -147,6 +147,7 @@ class Fitter:
         self.alloc, self.gpu_capacity, self.cpu_only_node = arrays.alloc, arrays.gpu_capacity, arrays.cpu_only_node
         self.max_alloc, self.has, self.synced = arrays.max_alloc, arrays.has, arrays.synced
         self._subsets: dict[tuple, np.ndarray] = {}
+        self._pruned = False                          # a subset lost nodes since forget_pruned
         self._within_memo: tuple[np.ndarray | None, dict[int, tuple[np.ndarray, np.ndarray]]] = (None, {})
         self._pre_ok: dict[int, object] = {}         # id(request) -> request, for requests that pass
         self.pod_affinity_scoring = "podaffinity" in state.config.plugins    # off in KAI's default config
@@ -298,11 +299,15 @@ class Fitter:
         keep = fits if not s.touched else fits | np.isin(sub, np.fromiter(s.touched, dtype=np.int64))
         if not keep.all():
             self._subsets[_subset_key(task, vec)] = sub[keep]
+            self._pruned = True
 
     def forget_pruned(self) -> None:
         """Capacity grew outside a rollback (room held for a nominated job given back): the nodes
-        `_prune` dropped may fit again, so each task's subset is made afresh when next asked for."""
-        self._subsets.clear()
+        `_prune` dropped may fit again, so each task's subset is made afresh when next asked for
+        (where none was dropped they are all still whole: many nominated jobs give room back)."""
+        if self._pruned:
+            self._subsets.clear()
+            self._pruned = False
 
     def walker(self, task: TaskInfo) -> "NodeWalker | None":
         """KAI's node order for a run of identical tasks, computed once (binpack only)."""
