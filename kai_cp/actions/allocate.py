@@ -365,11 +365,12 @@ def _hold(session: Session, tasks: list[TaskInfo]) -> list[tuple[int, np.ndarray
     return held
 
 
-def _unhold(session: Session, held: list[tuple[int, np.ndarray, np.ndarray]]) -> bool:
-    """Give back what `_hold` took; whether anything was."""
+def _unhold(alloc: Allocator, held: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
+    """Give back what `_hold` took, and tell the allocator its capacity grew (capacity_returned)."""
     for n, from_idle, from_rel in held:
-        session.give_back(n, from_idle, from_rel)
-    return bool(held)
+        alloc.session.give_back(n, from_idle, from_rel)
+    if held:
+        alloc.capacity_returned()
 
 
 def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyResult:
@@ -404,8 +405,7 @@ def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyR
             job = first.pop()
             if job is None:
                 break
-            if _unhold(session, held.pop(job.name, [])):
-                alloc.capacity_returned()
+            _unhold(alloc, held.pop(job.name, []))
             tasks = nominated_tasks(state, job, session)
             if not tasks:
                 continue
@@ -423,8 +423,8 @@ def run_allocate(state: ClusterState, session: Session | None = None) -> GreedyR
                 out.errors.clear()
                 out.started = alloc.attempt_tasks(job, tasks, out)
     finally:
-        if any([_unhold(session, rest) for rest in held.values()]):
-            alloc.capacity_returned()
+        for rest in held.values():
+            _unhold(alloc, rest)
     # A nominated job that failed its attempt is done, as any job whose attempt fails (4.2).
     queue = JobQueue(session, [j for j in jobs if j.name not in outcomes or (outcomes[j.name].started and any(
         t.key not in session.placements for t in j.tasks if t.status == PENDING))])
