@@ -228,10 +228,13 @@ def job_scopes(pg, podsets: dict, trees: dict[str, TopologyTree]) -> tuple[Scope
 
 
 def pinned_domains(job, scope: Scope, c: Constraint, index: dict[str, int],
-                   placed: dict | None = None) -> np.ndarray | None:
+                   placed: dict | None = None, evicted: dict | None = None) -> np.ndarray | None:
     """Required-level domains already hosting the scope's active pods (8.3): running ones, plus
     those `placed` this cycle (task key -> placement); None when there are none. Pods on nodes
-    outside the topology do not pin it."""
+    outside the topology do not pin it, nor running pods `evicted` this cycle (task key ->
+    eviction) and not placed again: they are releasing, not active-allocated, in KAI's scenario.
+    A reclaim that evicted two pods of a zone-bound gang, one in each of the zones it ran in,
+    moved one of them into the zone the other had left (tests/fixtures/evictions/)."""
     if c.required is None:
         return None
     nodes: list[int] = []
@@ -240,7 +243,7 @@ def pinned_domains(job, scope: Scope, c: Constraint, index: dict[str, int],
             p = placed.get(t.key) if placed else None
             if p is not None:
                 nodes.append(p.node)
-            elif t.status in ACTIVE_ALLOCATED and t.node in index:
+            elif t.status in ACTIVE_ALLOCATED and t.node in index and not (evicted and t.key in evicted):
                 nodes.append(index[t.node])
     if not nodes:
         return None

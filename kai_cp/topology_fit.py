@@ -237,7 +237,7 @@ def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: S
     valid = mask & tree.member
     if c.source == "pod-affinity" and first_choice is not None:
         dom = tree.domain_of(0)
-        placed = pinned_domains(job, scope, c, state.table.index, session.placements)
+        placed = pinned_domains(job, scope, c, state.table.index, session.placements, session.evictions)
         if placed is not None:            # the gang's pods already there are the ones to be near
             valid = valid & np.isin(dom, placed)
         node = first_choice(tasks[0], valid)
@@ -258,7 +258,7 @@ def candidate_sets(state: ClusterState, session: Session, job: JobInfo, scope: S
         where = "the cluster" if start_level == ROOT else tree.domain_name(start_level, start)
         return [], _shortfall(view, c, start_level, np.array([start]), f"not enough resources in {where} to allocate the job")
     rank = _sorted_tree_ranks(view, tree, start_level, c.lowest)
-    allowed = pinned_domains(job, scope, c, state.table.index, session.placements)
+    allowed = pinned_domains(job, scope, c, state.table.index, session.placements, session.evictions)
     domains: list[tuple[int, np.ndarray]] = []       # per level, its fitting domains in order
     for level in range(c.lowest, c.highest - 1, -1):
         if level < start_level:

@@ -38,8 +38,8 @@ def _topology_violations(state: ClusterState, session: Session, job: JobInfo) ->
                 p = session.placements.get(t.key)
                 if p is not None:
                     new.add(int(dom[p.node]))
-                elif t.status in ACTIVE_ALLOCATED and t.node in index:
-                    running.add(int(dom[index[t.node]]))
+                elif t.status in ACTIVE_ALLOCATED and t.node in index and t.key not in session.evictions:
+                    running.add(int(dom[index[t.node]]))     # (an evicted pod no longer pins the scope)
         running.discard(-1)                  # pods outside the topology do not pin the scope
         if -1 in new:
             out.append(f"job {job.name} {scope.label}: a pod is placed on a node outside topology {c.tree.name}")

@@ -499,7 +499,7 @@ class _ScenarioFilter:
             # pods are never its victims, so the pinned domains hold for the whole step. Ignoring
             # them let through every scenario of a pinned gang whose pods fit in some other rack:
             # 93 simulations, most of a 10,000-node consolidation, none of which could work.
-            pinned = pinned_domains(preemptor, preemptor.scope, c, state.table.index, s.placements)
+            pinned = pinned_domains(preemptor, preemptor.scope, c, state.table.index, s.placements, s.evictions)
             member = c.tree.member if pinned is None else c.tree.member & np.isin(dom, pinned)
             self.dom = np.where(member, dom, -1)
             domains = int(self.dom.max(initial=-1)) + 1
