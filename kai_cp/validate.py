@@ -25,6 +25,13 @@ from kai_cp.state import ClusterState
 
 
 def _topology_violations(state: ClusterState, session: Session, job: JobInfo) -> list[str]:
+    """KAI's rule (8.3) at each placement, replayed in the session's order: a new pod goes to a
+    required-level domain hosting one of the scope's active pods at that moment (running, not
+    evicted, or placed earlier this cycle), or anywhere while there is none; a pod outside the
+    topology pins nothing. In order because a final-state check cannot tell a pod placed beside
+    a running pod that a later eviction took (fine) from one placed where the scope's only pod
+    had already been evicted (the bug of
+    tests/fixtures/evictions/greedy_move_into_a_zone_an_evicted_pod_left.json)."""
     out = []
     index = state.table.index
     for scope in job.scope.walk():
@@ -32,23 +39,30 @@ def _topology_violations(state: ClusterState, session: Session, job: JobInfo) ->
         if c is None or c.required is None:
             continue
         dom = c.tree.domain_of(c.required)
-        new, running = set(), set()
-        for ps in scope.podsets:
-            for t in job.podsets[ps].tasks:
-                p = session.placements.get(t.key)
-                if p is not None:
-                    new.add(int(dom[p.node]))
-                elif t.status in ACTIVE_ALLOCATED and t.node in index and t.key not in session.evictions:
-                    running.add(int(dom[index[t.node]]))     # (an evicted pod no longer pins the scope)
-        running.discard(-1)                  # pods outside the topology do not pin the scope
-        if -1 in new:
-            out.append(f"job {job.name} {scope.label}: a pod is placed on a node outside topology {c.tree.name}")
-        # KAI (8.3): new pods go to one domain, or, where the scope's pods already run, to the
-        # domains hosting them (a scope that runs in two racks may grow in either)
-        if (not new <= running) if running else len(new) > 1:
-            names = sorted(c.tree.domain_name(c.required, d) for d in new if d >= 0)
-            out.append(f"job {job.name} {scope.label}: new pods span {', '.join(names)} at required level "
-                       f"{c.required_name} (running pods in {len(running)} domain(s))")
+        keys = {t.key for ps in scope.podsets for t in job.podsets[ps].tasks}
+        active = {t.key: int(dom[index[t.node]]) for ps in scope.podsets for t in job.podsets[ps].tasks
+                  if t.status in ACTIVE_ALLOCATED and t.node in index}
+        for entry in session._log:
+            kind = type(entry).__name__
+            task = getattr(entry, "task", None) or getattr(getattr(entry, "placement", None), "task", None)
+            if task is None or task.key not in keys:
+                continue
+            if kind == "Placement":
+                d = int(dom[entry.node])
+                if d < 0:
+                    out.append(f"job {job.name} {scope.label}: a pod is placed on a node outside topology {c.tree.name}")
+                    continue
+                pinned = {v for v in active.values() if v >= 0}
+                if pinned and d not in pinned:
+                    names = sorted(c.tree.domain_name(c.required, v) for v in pinned)
+                    out.append(f"job {job.name} {scope.label}: {task.key} placed in "
+                               f"{c.tree.domain_name(c.required, d)} at required level {c.required_name} while the "
+                               f"scope's active pods are in {', '.join(names)}")
+                active[task.key] = d
+            elif kind in ("Eviction", "_Unplace"):
+                active.pop(task.key, None)
+            elif kind == "_Cancel":                 # the move undone: the pod runs where it ran
+                active[task.key] = int(dom[index[task.node]])
     return out
 
 

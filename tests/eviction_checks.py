@@ -27,6 +27,7 @@ def post_eviction_view(raw: Raw, out: dict[str, Any]) -> tuple[Raw, dict[str, An
     pods only), and a victim pipelined elsewhere is a new pending pod `<key>#moved` placed there
     (its controller recreates it)."""
     evicted = {e["pod"] for e in out["evictions"]}
+    raw.evicted = evicted          # the running pods this cycle took (topology_errors reads them)
     for k in evicted:
         raw.state[k] = ("releasing", raw.state[k][1])
     rename: dict[str, str] = {}

@@ -464,3 +464,47 @@ def test_a_pod_evicted_this_cycle_no_longer_pins_its_gangs_zone(engine: str) -> 
     moved = {zone[b["node"]] for b in out["binds"] + out["pipelined"] if raw.group_of[b["pod"]] == "run9"}
     assert "default/run9-3" in evicted or engine == "cp-sat"
     assert moved <= kept, (moved, kept)
+
+
+def test_a_pod_placed_beside_a_running_pod_keeps_its_place_when_that_pod_is_evicted() -> None:
+    """Found by the generated topology invariant test at stop 52: run9 (required rack) runs in
+    three racks. Allocate pipelines run9-3 on node-3 beside run9-2 (rack z1.r3); preempt for run6
+    then evicts run9-2 and moves it to node-1. run9-3 was placed where the gang ran, as KAI's rule
+    asks at each placement (8.3), so this is no violation: test_invariants.topology_errors lets new
+    pods stay in a domain the scope ran in at cycle start, and kai_cp/validate.py replays the order
+    (tests/fixtures/evictions/greedy_pod_placed_beside_a_pod_evicted_later.json)."""
+    doc = json.loads((FIXTURES / "greedy_pod_placed_beside_a_pod_evicted_later.json").read_text())
+    out = one_engine(doc, "greedy")
+    assert ("default/run9-3", "node-3") in [(p["pod"], p["node"]) for p in out["pipelined"]]
+    assert "default/run9-2" in {e["pod"] for e in out["evictions"]}
+    one_engine(doc, "cp-sat")
+
+
+def test_validate_judges_a_topology_placement_by_the_pods_active_when_it_was_made() -> None:
+    """A zone-bound gang runs a pod in z1 and one in z2. Evicting the z1 pod and then placing a
+    pod in z1 breaks KAI's rule (only z2 hosts an active pod then); placing first and evicting
+    after does not."""
+    import clustergen as cg
+    from kai_cp.session import Session
+    zone, rack = cg.TOPOLOGY_LEVELS
+    nodes = [cg.node(f"n{i}", gpus=4, labels={zone: z, rack: "r1"}) for i, z in enumerate(["z1", "z2"])]
+    pods = [cg.pod(f"g-{i}", "g", gpus=1, phase="Running", node_name=f"n{i}", queue_name="q") for i in range(2)]
+    pods += [cg.pod("g-2", "g", gpus=1, queue_name="q")]
+    doc = cg.snapshot(nodes, [cg.queue("q")], pods,
+                      [cg.pod_group("g", "q", min_member=1, topology=cg.constraint(required=zone))],
+                      topologies=[cg.topology_object(cg.TOPOLOGY, cg.TOPOLOGY_LEVELS)])
+    state = build_cluster_state(load_snapshot_dict(doc))
+    job = state.jobs["g"]
+    in_z1 = next(t for t in job.tasks if t.node == "n0")
+    pending = next(t for t in job.tasks if not t.node)
+
+    def topology_findings(s: Session) -> list[str]:
+        return [v for v in violations(state, s, None) if "required level" in v]
+    s = Session.open(state)
+    s.evict(in_z1, "preempt", "p", "m")
+    s.place(pending, 0, pipelined=True)
+    assert any("default/g-2 placed in z1" in v and "active pods are in z2" in v for v in topology_findings(s))
+    s = Session.open(state)
+    s.place(pending, 0, pipelined=False)
+    s.evict(in_z1, "preempt", "p", "m")
+    assert topology_findings(s) == []

@@ -488,7 +488,12 @@ def check_decisions(raw: Raw, out: dict[str, Any]) -> list[str]:
 def topology_errors(raw: Raw, placed: dict[str, str]) -> list[str]:
     """Required levels (spec 8.2, 8.3): a constrained scope's new pods share one domain (the label
     path down to the level), or go to domains its running pods are in, and sit on nodes carrying
-    every level label of the topology."""
+    every level label of the topology. After evictions (eviction_checks.post_eviction_view: the
+    evicted pods are `raw.evicted`) the rule holds at each placement, which the final decisions
+    cannot order: a pod may have been placed beside a running pod that a later eviction took, so
+    new pods may be in any domain the scope ran in at cycle start, and in one more only where
+    none of its running pods is kept (it lost them all first). kai_cp/validate.py replays the
+    order exactly."""
     errors: list[str] = []
     levels = {t["metadata"]["name"]: [lv["nodeLabel"] for lv in t["spec"]["levels"]] for t in raw.topologies}
     for g, pg in raw.groups.items():
@@ -523,9 +528,12 @@ def topology_errors(raw: Raw, placed: dict[str, str]) -> list[str]:
                 return tuple(labels.get(lv) for lv in names[:depth])
             mine = [k for k in members if under(raw.podset_of(k), scope)]
             new = {path(placed[k], True) for k in mine if k in placed} - {None}
-            running = {path(raw.state[k][1], False) for k in mine       # nodes of another pool are not seen
-                       if k not in placed and raw.state[k][0] == "allocated" and raw.state[k][1] in raw.pool} - {None}
-            if (not new <= running) if running else len(new) > 1:      # running in two: may grow in either
+            evicted = getattr(raw, "evicted", set())
+            ran = {k: raw.state[k][1] for k in mine if k not in placed and raw.state[k][1] in raw.pool and (
+                raw.state[k][0] == "allocated" or k in evicted)}          # nodes of another pool are not seen
+            running = {path(n, False) for n in ran.values()} - {None}
+            kept = {path(n, False) for k, n in ran.items() if k not in evicted} - {None}
+            if (len(new - running) > (0 if kept else 1)) if running else len(new) > 1:   # running in two: may grow in either
                 errors.append(f"{g} scope {scope or 'job'}: required {c['requiredTopologyLevel']}: new pods in "
                               f"{sorted(new)}, running in {sorted(running)}")
     return errors
