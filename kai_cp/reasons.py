@@ -55,7 +55,7 @@ def _pending_reasons(state: ClusterState, greedy: GreedyResult, session: Session
                     f"'{job.queue}' in job order"]
         return ["the job was not considered for allocation this cycle"]
     started = any(t.key in session.placements for t in job.tasks)
-    reasons = [msg for _, msg in outcome.errors]
+    reasons = [str(msg) for _, msg in outcome.errors]
     if started and not reasons:
         reasons = ["elastic pods beyond the gang minimum were not placed: the capacity went to jobs ahead in "
                    "KAI's order or to placing more gangs"]

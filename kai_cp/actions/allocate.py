@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from kai_cp import capacity
-from kai_cp.fit import Fitter, summarize
+from kai_cp.fit import Fitter, PendingReasons, summarize
 from kai_cp.gpu_sharing import largest_portion
 from kai_cp.gpu_sharing_place import place_shared, shared_failure_reasons
 from kai_cp.jobs import BINDING, BOUND, DEFAULT_PODSET, PENDING, RUNNING, JobInfo, TaskInfo
@@ -33,7 +33,21 @@ class JobOutcome:
     rank: int                                   # position of the job's first pop (KAI's order)
     attempts: int = 0
     started: bool = False                       # at least one attempt committed
-    errors: list[tuple[str, str]] = field(default_factory=list)   # (reason, message)
+    errors: list[tuple[str, "str | Message"]] = field(default_factory=list)   # (reason, message)
+
+
+class Message:
+    """A message finished when read (`str()`): its start now, its fit errors later (PendingReasons)."""
+
+    __slots__ = ("_head", "_reasons", "_text")
+
+    def __init__(self, head: str, reasons: PendingReasons):
+        self._head, self._reasons, self._text = head, reasons, None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text, self._reasons = self._head + self._reasons.text(), None
+        return self._text
 
 
 @dataclass
@@ -221,6 +235,10 @@ class Allocator:
                     msg = gang_message(job, task, placed_in_podset.get(task.podset, 0), self.session, error)
                     outcome.errors.append(("PodSchedulingErrors", msg))
                 return False
+            if isinstance(error, PendingReasons):       # in a topology node set: read if the job stays pending
+                head = gang_message(job, task, placed_in_podset.get(task.podset, 0), self.session, "")
+                outcome.errors.append(("PodSchedulingErrors", Message(head, error)))
+                return False
             last = error
             placed_in_podset[task.podset] = placed_in_podset.get(task.podset, 0) + 1
         return True
@@ -271,7 +289,8 @@ class Allocator:
 
     def _place(self, job: JobInfo, task: TaskInfo, key: tuple, run: bool, last: tuple | None,
                mask: np.ndarray | None, scores: np.ndarray | None):
-        """Place one task; returns (class key, walker) on success or the task's fit-error text.
+        """Place one task; returns (class key, walker) on success or the task's fit-error text
+        (PendingReasons inside a node set: the text when read).
         Inside a topology node set (`mask`) nodes are ranked afresh per task, with the set's scores.
         `key`: the task's _walk_key; `run`: the next task is identical, so a walker is made for
         both (else one is ranked alone, `Fitter.choose`: the same node, a quarter of a walker's
@@ -289,7 +308,7 @@ class Allocator:
         if mask is not None:
             node, pipelined = self.fitter.choose(task, mask, scores)
             if node is None:
-                return self._fits_nowhere(Fitter.failure_reasons, task, mask)
+                return PendingReasons(self.fitter, task, mask) if self._explain else ""
             self.session.place(task, node, pipelined)
             return (None, None)
         walker = last[1] if last is not None and last[0] == key else None
