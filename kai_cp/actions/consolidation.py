@@ -58,19 +58,30 @@ class ConsolidationPolicy:
         key = s.version
         if self._free is not None and self._free[0] == key:
             return self._free[1]
-        ready = np.array([n.not_ready_reason != NOT_READY for n in self.state.nodes], dtype=bool)
+        ready = self._ready()
         whole = np.where(ready, np.maximum(s.free[:, 2], 0), 0)
         gpus = Fraction(int(whole.sum()))
         mem = int((whole * s.shared.capacity).sum())
-        for n in np.nonzero(ready & (s.shared.best > 0))[0].tolist():
-            cap = int(s.shared.capacity[n])
-            for d in s.shared.groups(n).values():
-                room = d.free(cap)
-                if room > 0:
-                    gpus += Fraction(room, max(cap, 1))
-                    mem += room
+        # each shared GPU's room as a fraction of its node's device memory, summed exactly per
+        # distinct device size (a Fraction per device was most of this at 10,000 nodes)
+        nodes, rooms = s.shared.rooms()
+        joinable = (rooms > 0) & ready[nodes]
+        if joinable.any():
+            caps = np.maximum(s.shared.capacity[nodes[joinable]], 1)
+            rooms = rooms[joinable]
+            mem += int(rooms.sum())
+            for cap in np.unique(caps).tolist():
+                gpus += Fraction(int(rooms[caps == cap].sum()), cap)
         self._free = (key, (gpus, mem))
         return gpus, mem
+
+    def _ready(self) -> np.ndarray:
+        """Nodes without a NotReady condition (fixed for the state)."""
+        ready = self.state.__dict__.get("_consolidation_ready")
+        if ready is None:
+            ready = self.state.__dict__["_consolidation_ready"] = np.array(
+                [n.not_ready_reason != NOT_READY for n in self.state.nodes], dtype=bool)
+        return ready
 
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]:
         key = self.session.version
