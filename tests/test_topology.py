@@ -321,3 +321,25 @@ def test_elastic_gang_with_own_pod_affinity_grows_in_its_zone() -> None:
         _, res = cycle(doc(nodes, [pod_group("busy", "q"), g], filler + pods), engine)
         zones = {n.split("-")[0] for n in placed(res).values()}
         assert placed(res) and len(zones) == 1, placed(res)
+
+
+def test_a_domains_fit_errors_describe_it_as_the_gang_found_it() -> None:
+    """A gang's failure in a node set is summarised only when its reasons are read, after the
+    cycle (fit.PendingReasons): the summary must still be of the nodes as they were when the gang
+    tried them. `big` (3 x 2 GPUs, rack r1, only nodes labelled pool=x) places two pods on `a`
+    and finds no room for the third: `a` is full and `b` does not match. `later` then takes all
+    of `b`: read afterwards, `b` would count as short of GPUs and `a`, empty again, not at all."""
+    nodes = [node(n, gpus=4, labels={ZONE: "z1", RACK: "r1", "pool": p}) for n, p in (("a", "x"), ("b", "y"))]
+    g = pod_group("big", "q", min_member=3, topology=constraint(required=RACK), priority_class="inference")
+    pods = [pod(f"big-{i}", "big", gpus=2, queue_name="q", node_selector={"pool": "x"}, created=-500 + i)
+            for i in range(3)]
+    pods.append(pod("later-0", "later", gpus=4, queue_name="q", node_selector={"pool": "y"}))
+    d = doc(nodes, [g, pod_group("later", "q", priority_class="train")], pods)
+    d["config"] = {"actions": "allocate"}
+    for engine in ("greedy", "cp-sat"):
+        _, res = cycle(d, engine)
+        assert placed(res) == {"later-0": "b"}
+        reasons = {u["podGroup"]: u["reasons"] for u in res.to_json()["unschedulable"]}["big"]
+        found = [r for r in reasons if "Resources were found for 2 pods while 3 are required" in r]
+        assert found and "1 node(s) didn't have enough resources: GPUs" in found[0], reasons
+        assert "1 node(s) didn't match Pod's node affinity/selector" in found[0], reasons
