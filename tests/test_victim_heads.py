@@ -89,7 +89,9 @@ def test_the_last_jobs_by_numbers_hold_the_last_by_job_order(seed: int, k: int) 
         cols.priority.append(prio)
         cols.elastic.append(elastic)
         cols.creation.append(created)
-    last = _last_in_job_order(jobs, cols, k)
+    state = SimpleNamespace(jobs=jobs, victim_jobs={"q": cols})
+    last = _last_in_job_order(state, "q", k)
+    assert _last_in_job_order(state, "q", k) == last      # again, from the kept order
     want = sorted((j.key for j in jobs.values()), reverse=True)[:k]
     assert sorted((j.key for j in last), reverse=True)[:k] == want
 

@@ -22,7 +22,7 @@ from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo, elastic_state
 from kai_cp.ordering import JobQueue, queue_less, queue_tree, tasks_to_allocate
 from kai_cp.queues import RESOURCES, ancestors
 from kai_cp.session import Session
-from kai_cp.state import ClusterState, VictimColumns
+from kai_cp.state import ClusterState
 from kai_cp.topology import pinned_domains
 
 
@@ -144,21 +144,34 @@ _TASK_ORDER = attrgetter("order_key")
 _VICTIM_KEY = attrgetter("victim_key")
 
 
-def _last_in_job_order(jobs: dict[str, JobInfo], cols: VictimColumns, k: int) -> list[JobInfo]:
+def _last_in_job_order(state: ClusterState, queue: str, k: int) -> list[JobInfo]:
     """Jobs of one queue that include the `k` last in job order (largest victim_key): the `k`
     last by priority, elastic state and creation, and every job tied with the k-th of them
     (names decide between those)."""
+    jobs, cols = state.jobs, state.victim_jobs[queue]
     n = len(cols.jobs)
     if n <= k:
         return [jobs[name] for name in cols.jobs]
-    neg, elastic = -np.array(cols.priority, dtype=np.int64), np.array(cols.elastic, dtype=np.int64)
-    creation = np.array(cols.creation, dtype=np.float64)
-    order = np.lexsort((creation, elastic, neg))            # ascending: the last k are the largest
+    neg, elastic, creation, order = _victim_order(state, queue)
     kth = order[n - k]
     take = np.zeros(n, dtype=bool)
     take[order[n - k:]] = True
     take |= (neg == neg[kth]) & (elastic == elastic[kth]) & (creation == creation[kth])
     return [jobs[cols.jobs[i]] for i in np.flatnonzero(take).tolist()]
+
+
+def _victim_order(state: ClusterState, queue: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A queue's victim columns as arrays and their job order, ascending (the last are the
+    largest victim_key), once per state: consolidation asks at every commit, and sorting ~2,500
+    jobs per queue again each time was a tenth of a 10,000-node eviction search."""
+    orders = state.__dict__.setdefault("_victim_orders", {})
+    hit = orders.get(queue)
+    if hit is None:
+        cols = state.victim_jobs[queue]
+        neg, elastic = -np.array(cols.priority, dtype=np.int64), np.array(cols.elastic, dtype=np.int64)
+        creation = np.array(cols.creation, dtype=np.float64)
+        hit = orders[queue] = (neg, elastic, creation, np.lexsort((creation, elastic, neg)))
+    return hit
 
 
 def victim_heads(session: Session, pops: int) -> tuple[dict[str, list[Victim]], int]:
@@ -174,7 +187,7 @@ def victim_heads(session: Session, pops: int) -> tuple[dict[str, list[Victim]], 
         mine = changed.get(queue)
         gone = {j.name for j in mine} if mine else set()
         total += len(cols.jobs) - len(gone)
-        last = _last_in_job_order(state.jobs, cols, pops + len(gone))
+        last = _last_in_job_order(state, queue, pops + len(gone))
         vs = [snapshot_victim(state, j) for j in heapq.nlargest(pops, (j for j in last if j.name not in gone),
                                                                   key=_VICTIM_KEY)]
         for j in mine or ():
@@ -488,7 +501,7 @@ class _ScenarioFilter:
         need = [t.request.gpus for t in tasks if t.request.gpus > 0 and not t.request.is_shared_gpu]
         self.solver = solver
         self.need, self.largest = sum(need), max(need, default=0)
-        self.free0 = free0 = s.free.copy()
+        self.free0 = free0 = solver.free_now()
         # Required topology: every pod of the step on member nodes of one domain of that level
         # (topology_fit.candidate_sets' node sets); else the cluster is one domain.
         c = preemptor.scope.constraint if preemptor.scope is not None else None
@@ -507,7 +520,14 @@ class _ScenarioFilter:
             self.dom, domains = np.zeros(len(state.nodes), dtype=np.int64), 1
         kinds: dict[tuple, tuple[np.ndarray, TaskInfo, int]] = {}      # kind -> (request row, a pod, pods)
         admitted = np.zeros(len(state.nodes), dtype=bool)
+        alike: dict[tuple, list] = {}          # (request, predicates) -> [a pod, pods]: a gang's pods mostly share both
         for t in tasks:
+            hit = alike.get((id(t.request), t.predicate_key))
+            if hit is None:
+                alike[(id(t.request), t.predicate_key)] = [t, 1]
+            else:
+                hit[1] += 1
+        for t, n in alike.values():
             r = t.request
             if r.gpus > 0 and not r.is_shared_gpu:
                 admitted |= state.predicates.mask(t.predicate_key)
@@ -515,14 +535,15 @@ class _ScenarioFilter:
                 vec = state.table.vector(t)
                 key = (vec.tobytes(), t.predicate_key, r.kind)
                 _, first, count = kinds.get(key, (vec, t, 0))
-                kinds[key] = (vec, first, count + 1)
+                kinds[key] = (vec, first, count + n)
         member = self.dom >= 0
         # A shared-GPU pod's row holds its CPU, memory and pod slot (its GPU is per device, 0
         # here): it is followed on the nodes the simulation may use, those with GPU room now
         # (`base`) and the victims' (whatever GPU room they free), so a pinned gang of fractional
         # pods gets no scenario freeing CPU in another rack either (38 at 10,000 nodes).
         self.kinds = [_Kind(vec, count, member & state.predicates.mask(t.predicate_key) & fitter.types.mask(t.request),
-                            free0, self.dom, domains, base if t.request.is_shared_gpu else None)
+                            free0, self.dom, domains, base if t.request.is_shared_gpu else None,
+                            solver.copies_now(vec))
                       for vec, t, count in kinds.values()]
         held = np.ones(domains, dtype=bool)
         for k in self.kinds:
@@ -696,14 +717,17 @@ class _Kind:
     __slots__ = ("need", "mask", "count", "dom", "at0", "at", "in_domain0", "in_domain")
 
     def __init__(self, vec: np.ndarray, count: int, mask: np.ndarray, free0: np.ndarray, dom: np.ndarray,
-                 domains: int, now: np.ndarray | None = None):
-        """`now`: the nodes counted before a victim frees something there (default: `mask`'s)."""
+                 domains: int, now: np.ndarray | None = None, copies: np.ndarray | None = None):
+        """`now`: the nodes counted before a victim frees something there (default: `mask`'s);
+        `copies`: per node, how many of the request `free0` holds (JobSolver.copies_now), if known."""
         cols = np.flatnonzero(vec > 0)
         self.need = list(zip(cols.tolist(), vec[cols].tolist()))       # (column, amount) per resource asked
         self.count, self.mask, self.dom = count, mask, dom
         first = mask if now is None else mask & now
         if len(cols):
-            self.at0 = np.where(first, np.clip((free0[:, cols] // vec[cols]).min(axis=1), 0, count), 0)
+            if copies is None:
+                copies = (free0[:, cols] // vec[cols]).min(axis=1)
+            self.at0 = np.where(first, np.clip(copies, 0, count), 0)
         else:       # a request of nothing: an admitted node holds them all
             self.at0 = np.where(first, count, 0)
         self.in_domain0 = np.bincount(dom[mask], weights=self.at0[mask], minlength=domains).astype(np.int64)
@@ -777,6 +801,35 @@ class JobSolver:
         self._where: dict[str, int] = {}          # victim task -> node it occupies when chosen
         self._moved: set[str] = set()             # victims an earlier commit had moved
         self._victims: list[Victim] = []
+        self._free_memo: tuple[int, np.ndarray] | None = None      # free_now: (session version, free)
+        self._copies_memo: dict[bytes, np.ndarray] = {}             # copies_now, for that free
+
+    def free_now(self) -> np.ndarray:
+        """A copy of the session's free capacity, read-only, the same one while the session holds
+        the same decisions: the scenario filter of every preemptor step starts from it, and a
+        step that fails rolls back to where the next starts (copying 10,000 rows per step, and
+        the counts below, were a fifth of a 10,000-node eviction search). Within the eviction
+        actions the session's capacity changes only through its logged decisions."""
+        s = self.session
+        if self._free_memo is None or self._free_memo[0] != s.version:
+            free = s.free.copy()
+            free.flags.writeable = False
+            self._free_memo = (s.version, free)
+            self._copies_memo = {}
+        return self._free_memo[1]
+
+    def copies_now(self, vec: np.ndarray) -> np.ndarray | None:
+        """Per node, copies of the request `vec` that free_now() holds (None: it asks for nothing)."""
+        cols = np.flatnonzero(vec > 0)
+        if not len(cols):
+            return None
+        free = self.free_now()
+        key = vec.tobytes()
+        hit = self._copies_memo.get(key)
+        if hit is None:
+            hit = self._copies_memo[key] = (free[:, cols] // vec[cols]).min(axis=1)
+            hit.flags.writeable = False
+        return hit
 
     def _note(self, tasks: list[TaskInfo]) -> None:
         """Remember where each victim is now (a moved pod: its pipelined node) before any
