@@ -83,11 +83,15 @@ class ActionOutcome:
 def signature(job: JobInfo) -> tuple:
     """Jobs of the same shape (6.2.6): per PodSet its topology constraints and, per pending pod,
     its scheduling constraints (selectors, affinity, tolerations: the predicate key; volumes, as
-    the problem of its claims) and priority."""
-    out = [repr(job.topology_constraint), job.priority]
-    for name, ps in job.podsets.items():
-        out.append((name, tuple(sorted({repr((t.predicate_key, t.volume_problem)) for t in ps.pending}))))
-    return tuple(out)
+    the problem of its claims) and priority. All of it is the state's, so it is worked out once
+    per job: every eviction action asks it at each of the job's attempts."""
+    cached = job.__dict__.get("_signature")
+    if cached is None:
+        out = [repr(job.topology_constraint), job.priority]
+        for name, ps in job.podsets.items():
+            out.append((name, tuple(sorted({repr((t.predicate_key, t.volume_problem)) for t in ps.pending}))))
+        cached = job.__dict__["_signature"] = tuple(out)
+    return cached
 
 
 def _requests(job: JobInfo, session: Session) -> list[tuple]:

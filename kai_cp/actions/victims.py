@@ -730,7 +730,10 @@ class _Kind:
             self.at0 = np.where(first, np.clip(copies, 0, count), 0)
         else:       # a request of nothing: an admitted node holds them all
             self.at0 = np.where(first, count, 0)
-        self.in_domain0 = np.bincount(dom[mask], weights=self.at0[mask], minlength=domains).astype(np.int64)
+        if domains == 1:        # no required topology: `at0` is 0 off `mask`, one sum (exact ints)
+            self.in_domain0 = np.array([int(self.at0.sum())], dtype=np.int64)
+        else:
+            self.in_domain0 = np.bincount(dom[mask], weights=self.at0[mask], minlength=domains).astype(np.int64)
         self.in_domain = self.in_domain0.copy()
         self.at: dict[int, int] = {}
 
