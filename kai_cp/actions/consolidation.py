@@ -9,6 +9,7 @@ from fractions import Fraction
 import numpy as np
 
 from kai_cp.actions.preemptors import ActionPass, pending_jobs
+from kai_cp.arrays import distinct
 from kai_cp.actions.victims import Solution, Victim, VictimQueue, preemptible_running, victim_heads
 from kai_cp.jobs import JobInfo, TaskInfo
 from kai_cp.ordering import tasks_to_allocate
@@ -70,7 +71,7 @@ class ConsolidationPolicy:
             caps = np.maximum(s.shared.capacity[nodes[joinable]], 1)
             rooms = rooms[joinable]
             mem += int(rooms.sum())
-            for cap in np.unique(caps).tolist():
+            for cap in distinct(caps).tolist():
                 gpus += Fraction(int(rooms[caps == cap].sum()), cap)
         self._free = (key, (gpus, mem))
         return gpus, mem
