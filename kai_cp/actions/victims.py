@@ -239,7 +239,14 @@ def _preemptible_running(session: Session) -> dict[str, list[Victim]]:
 
 def _changed_victims(session: Session) -> dict[str, list[JobInfo]]:
     """Per queue, the snapshot's victim jobs whose tasks this cycle placed or evicted (each
-    change counts in job_version): their victims are made again from the session."""
+    change counts in job_version): their victims are made again from the session. Kept while the
+    session holds the same decisions (a job changed only by attempts rolled back since is as
+    the snapshot made it, so its snapshot victim is its victim): consolidation asks at every
+    preemptor, over every job allocate placed. Read-only for callers."""
+    return session.decisions_derived("changed victim jobs", lambda: _changed_victim_jobs(session))
+
+
+def _changed_victim_jobs(session: Session) -> dict[str, list[JobInfo]]:
     jobs = session.state.jobs
     out: dict[str, list[JobInfo]] = {}
     for name, version in session.job_version.items():
