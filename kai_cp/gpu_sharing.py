@@ -9,6 +9,8 @@ sharing leaves the node's whole-GPU pool once, whatever number of pods later joi
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import uuid
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -110,6 +112,9 @@ class Device:
         return capacity - self.allocated + self.releasing
 
 
+_NO_DEVICES: "MappingProxyType[str, Device]" = MappingProxyType({})
+
+
 @dataclass
 class SharedLedger:
     """The shared GPUs of every node, changed by the cycle's placements (copy on first write).
@@ -128,7 +133,10 @@ class SharedLedger:
     @classmethod
     def open(cls, nodes) -> "SharedLedger":
         capacity = np.array([n.gpu_memory for n in nodes], dtype=np.int64)
-        base = [{g: Device(d.used, d.allocated, d.releasing, len(d.tasks)) for g, d in n.gpu_groups.items()}
+        # nodes without shared GPUs (most) share one empty, read-only mapping: writes go to a
+        # node's own copy (_writable)
+        base = [_NO_DEVICES if not n.gpu_groups else
+                {g: Device(d.used, d.allocated, d.releasing, len(d.tasks)) for g, d in n.gpu_groups.items()}
                 for n in nodes]
         best = np.full(len(nodes), -1, dtype=np.int64)
         for i, groups in enumerate(base):
