@@ -49,6 +49,19 @@ class Message:
             self._text, self._reasons = self._head + self._reasons.text(), None
         return self._text
 
+    # the text's value: equal to the same message as a str, or as another Message
+    def __eq__(self, other: object) -> bool:
+        return str(self) == str(other) if isinstance(other, (str, Message)) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+    def __contains__(self, part: str) -> bool:
+        return part in str(self)
+
 
 @dataclass
 class GreedyResult:
