@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any, Callable, Hashable, Iterator
 
 import numpy as np
 
@@ -108,7 +108,7 @@ class Session:
     alloc_version: dict[str, int] = field(default_factory=dict)
     _alloc_floats: dict[str, tuple[int, list[float]]] = field(default_factory=dict)
     _log: list[Placement | Eviction | _Cancel | _Unplace | _Pipelined] = field(default_factory=list)
-    _decided: dict[str, tuple[int, Any]] = field(default_factory=dict)    # what -> (version, value)
+    _decided: dict[Hashable, tuple[int, Any]] = field(default_factory=dict)    # what -> (version, value)
 
     @classmethod
     def open(cls, state: ClusterState) -> "Session":
@@ -210,7 +210,7 @@ class Session:
         checkpoint's version with the same decisions."""
         return len(self._log)
 
-    def decisions_derived(self, what: str, compute: Callable[[], Any]) -> Any:
+    def decisions_derived(self, what: Hashable, compute: Callable[[], Any]) -> Any:
         """A value derived from the session's decisions, computed again only once they changed
         (`version`): the eviction actions ask for the same victims and pending jobs at every
         preemptor, and a preemptor that found nothing rolls back."""
@@ -360,6 +360,23 @@ class Session:
         del self.placements[p.task.key]
         self.added[(p.task.job, p.task.podset)] -= 1
         self._account(p.task, p.node, -1)
+
+    def pod_changes(self) -> Iterator[tuple[str, TaskInfo, int | None]]:
+        """The decisions in the order they stand, as what each did to a pod: ("placed", task,
+        node); ("gone", task, None) when it stops being active where it was (evicted, or a
+        placement taken back); ("back", task, its own node) when a move is cancelled. Converting a
+        job to pipelined changes no pod's place. For checks that hold at each decision
+        (kai_cp/validate.py's topology rule)."""
+        index = self.state.table.index
+        for e in self._log:
+            if isinstance(e, Placement):
+                yield "placed", e.task, e.node
+            elif isinstance(e, Eviction):
+                yield "gone", e.task, None
+            elif isinstance(e, _Unplace):
+                yield "gone", e.placement.task, None
+            elif isinstance(e, _Cancel):
+                yield "back", e.placement.task, index[e.placement.task.node]
 
     def checkpoint(self) -> int:
         self.touched = set()

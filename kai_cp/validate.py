@@ -42,13 +42,14 @@ def _topology_violations(state: ClusterState, session: Session, job: JobInfo) ->
         keys = {t.key for ps in scope.podsets for t in job.podsets[ps].tasks}
         active = {t.key: int(dom[index[t.node]]) for ps in scope.podsets for t in job.podsets[ps].tasks
                   if t.status in ACTIVE_ALLOCATED and t.node in index}
-        for entry in session._log:
-            kind = type(entry).__name__
-            task = getattr(entry, "task", None) or getattr(getattr(entry, "placement", None), "task", None)
-            if task is None or task.key not in keys:
+        for change, task, node in session.pod_changes():
+            if task.key not in keys:
                 continue
-            if kind == "Placement":
-                d = int(dom[entry.node])
+            if change == "gone":
+                active.pop(task.key, None)
+                continue
+            d = int(dom[node])
+            if change == "placed":
                 if d < 0:
                     out.append(f"job {job.name} {scope.label}: a pod is placed on a node outside topology {c.tree.name}")
                     continue
@@ -58,11 +59,7 @@ def _topology_violations(state: ClusterState, session: Session, job: JobInfo) ->
                     out.append(f"job {job.name} {scope.label}: {task.key} placed in "
                                f"{c.tree.domain_name(c.required, d)} at required level {c.required_name} while the "
                                f"scope's active pods are in {', '.join(names)}")
-                active[task.key] = d
-            elif kind in ("Eviction", "_Unplace"):
-                active.pop(task.key, None)
-            elif kind == "_Cancel":                 # the move undone: the pod runs where it ran
-                active[task.key] = int(dom[index[task.node]])
+            active[task.key] = d
     return out
 
 

@@ -160,6 +160,11 @@ def _last_in_job_order(state: ClusterState, queue: str, k: int) -> list[JobInfo]
     return [jobs[cols.jobs[i]] for i in np.flatnonzero(take).tolist()]
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
 def _victim_order(state: ClusterState, queue: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A queue's victim columns as arrays and their job order, ascending (the last are the
     largest victim_key), once per state: consolidation asks at every commit, and sorting ~2,500
@@ -549,8 +554,8 @@ class _ScenarioFilter:
         # (`base`) and the victims' (whatever GPU room they free), so a pinned gang of fractional
         # pods gets no scenario freeing CPU in another rack either (38 at 10,000 nodes).
         self.kinds = [_Kind(vec, count, member & state.predicates.mask(t.predicate_key) & fitter.types.mask(t.request),
-                            free0, self.dom, domains, base if t.request.is_shared_gpu else None,
-                            solver.copies_now(vec))
+                            solver.copies_now(vec) if (vec > 0).any() else None, self.dom, domains,
+                            base if t.request.is_shared_gpu else None)
                       for vec, t, count in kinds.values()]
         held = np.ones(domains, dtype=bool)
         for k in self.kinds:
@@ -720,20 +725,20 @@ def _sum_at(sums: dict[int, list[int]], n: int, vec: list[int]) -> list[int]:
 
 class _Kind:
     """Pods of one request and one set of admitted nodes, in a scenario filter: how many fit on
-    each node with what is free there (`free0`) and what victims free, and in each domain."""
+    each node with what is free there (the filter's `free0`) and what victims free, and in each
+    domain."""
     __slots__ = ("need", "mask", "count", "dom", "at0", "at", "in_domain0", "in_domain")
 
-    def __init__(self, vec: np.ndarray, count: int, mask: np.ndarray, free0: np.ndarray, dom: np.ndarray,
-                 domains: int, now: np.ndarray | None = None, copies: np.ndarray | None = None):
-        """`now`: the nodes counted before a victim frees something there (default: `mask`'s);
-        `copies`: per node, how many of the request `free0` holds (JobSolver.copies_now), if known."""
+    def __init__(self, vec: np.ndarray, count: int, mask: np.ndarray, copies: np.ndarray | None, dom: np.ndarray,
+                 domains: int, now: np.ndarray | None = None):
+        """`copies`: per node, how many of the request its free capacity holds (JobSolver.copies_now;
+        None for a request of nothing); `now`: the nodes counted before a victim frees something
+        there (default: `mask`'s)."""
         cols = np.flatnonzero(vec > 0)
         self.need = list(zip(cols.tolist(), vec[cols].tolist()))       # (column, amount) per resource asked
         self.count, self.mask, self.dom = count, mask, dom
         first = mask if now is None else mask & now
         if len(cols):
-            if copies is None:
-                copies = (free0[:, cols] // vec[cols]).min(axis=1)
             self.at0 = np.where(first, np.clip(copies, 0, count), 0)
         else:       # a request of nothing: an admitted node holds them all
             self.at0 = np.where(first, count, 0)
@@ -811,35 +816,20 @@ class JobSolver:
         self._where: dict[str, int] = {}          # victim task -> node it occupies when chosen
         self._moved: set[str] = set()             # victims an earlier commit had moved
         self._victims: list[Victim] = []
-        self._free_memo: tuple[int, np.ndarray] | None = None      # free_now: (session version, free)
-        self._copies_memo: dict[bytes, np.ndarray] = {}             # copies_now, for that free
 
     def free_now(self) -> np.ndarray:
-        """A copy of the session's free capacity, read-only, the same one while the session holds
-        the same decisions: the scenario filter of every preemptor step starts from it, and a
-        step that fails rolls back to where the next starts (copying 10,000 rows per step, and
-        the counts below, were a fifth of a 10,000-node eviction search). Within the eviction
-        actions the session's capacity changes only through its logged decisions."""
-        s = self.session
-        if self._free_memo is None or self._free_memo[0] != s.version:
-            free = s.free.copy()
-            free.flags.writeable = False
-            self._free_memo = (s.version, free)
-            self._copies_memo = {}
-        return self._free_memo[1]
+        """A read-only copy of the session's free capacity, the same one while the session holds
+        the same decisions (Session.decisions_derived): the scenario filter of every preemptor
+        step starts from it, and a step that fails rolls back to where the next starts (copying
+        10,000 rows per step, and the counts below, were a fifth of a 10,000-node eviction
+        search). Within the eviction actions the capacity changes only through logged decisions."""
+        return self.session.decisions_derived("free capacity", lambda: _read_only(self.session.free.copy()))
 
-    def copies_now(self, vec: np.ndarray) -> np.ndarray | None:
-        """Per node, copies of the request `vec` that free_now() holds (None: it asks for nothing)."""
+    def copies_now(self, vec: np.ndarray) -> np.ndarray:
+        """Per node, copies of the request `vec` (asking for something) that free_now() holds."""
         cols = np.flatnonzero(vec > 0)
-        if not len(cols):
-            return None
-        free = self.free_now()
-        key = vec.tobytes()
-        hit = self._copies_memo.get(key)
-        if hit is None:
-            hit = self._copies_memo[key] = (free[:, cols] // vec[cols]).min(axis=1)
-            hit.flags.writeable = False
-        return hit
+        return self.session.decisions_derived(
+            ("copies", vec.tobytes()), lambda: _read_only((self.free_now()[:, cols] // vec[cols]).min(axis=1)))
 
     def _note(self, tasks: list[TaskInfo]) -> None:
         """Remember where each victim is now (a moved pod: its pipelined node) before any
