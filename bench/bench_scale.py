@@ -26,7 +26,9 @@ imports to the end of the cycle (without writing the output); `rss` its peak res
 (`ru_maxrss`, OR-Tools' memory included); `cpu` the child's CPU seconds (interpreter start
 included), steadier than wall times on a shared machine. The table shows medians over the
 repeats and the statuses of every repeat ("lean": the cycle built the lean model,
-kai_cp/model/scope.py).
+kai_cp/model/scope.py); `evicted` the pods KAI's eviction actions (or the model) evicted. The first
+line times a fixed Python loop and a fixed run of small numpy operations (`machine_speed`), to
+read tables from different machines side by side.
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ def _child(path: str, engine: str, time_limit: float) -> None:
     state = _state(loaded)     # as `kai-cp solve`
     t_state = time.perf_counter() - t
     result = run_cycle(state, CycleSettings(engine=engine, time_limit=time_limit))
-    doc = result.to_json()["cycle"]
+    full = result.to_json()
+    doc = full["cycle"]
     greedy = doc.get("greedySeconds", 0.0)
     build = doc.get("buildSeconds", 0.0)
     solve = doc.get("solveSeconds", 0.0)
@@ -68,7 +71,7 @@ def _child(path: str, engine: str, time_limit: float) -> None:
            "solve": solve, "decode": max(0.0, doc["wallSeconds"] - greedy - build - solve),
            "cycle": doc["wallSeconds"], "total": time.perf_counter() - t0, "cpu": time.process_time(),
            "status": doc["status"] + (" lean" if doc.get("modelScope") == "lean" else ""),
-           "binds": len(result.to_json().get("binds", [])),
+           "binds": len(full.get("binds", [])), "evicted": len(full.get("evictions", [])),
            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     print(json.dumps(out))
     sys.stdout.flush()
@@ -100,6 +103,34 @@ def _compile_bytecode() -> None:
         compileall.compile_dir(os.path.join(root, package), quiet=1)
 
 
+def machine_speed() -> tuple[float, float]:
+    """Seconds a fixed pure-Python loop and a fixed run of small numpy operations take here, least
+    of three: the machines these figures come from differ up to ~3x between sessions (allocate at
+    10,000 nodes 0.35 s on one, 1.0 s on another, same code), so a table is read beside them."""
+    import numpy as np
+
+    def loop() -> None:
+        total = 0
+        for i in range(2_000_000):
+            total += i
+
+    a = np.arange(10_000, dtype=np.int64)
+
+    def small() -> None:
+        for _ in range(20_000):
+            (a >= 5).sum()
+
+    out = []
+    for work in (loop, small):
+        best = float("inf")
+        for _ in range(3):
+            t = time.perf_counter()
+            work()
+            best = min(best, time.perf_counter() - t)
+        out.append(best)
+    return out[0], out[1]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
@@ -119,7 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(args.cache_dir, exist_ok=True)
     _compile_bytecode()
     runs = []
-    print(f"{'nodes':>6} {'engine':>7} " + " ".join(f"{s:>7}" for s in STEPS) + f" {'rss MiB':>8} {'binds':>6}  status")
+    py, numpy_ops = machine_speed()
+    print(f"machine: 2M-step Python loop {py:.3f} s, 20k numpy ops on 10k elements {numpy_ops:.3f} s")
+    print(f"{'nodes':>6} {'engine':>7} " + " ".join(f"{s:>7}" for s in STEPS)
+          + f" {'rss MiB':>8} {'binds':>6} {'evicted':>7}  status")
     for nodes in args.sizes:
         path = _snapshot(args.cache_dir, nodes, args.seed, args.fractional_share)
         for engine in args.engines:
@@ -130,12 +164,13 @@ def main(argv: list[str] | None = None) -> int:
                                       capture_output=True, text=True, check=True)
                 got.append(json.loads(proc.stdout.strip().splitlines()[-1]))
             runs += [{"nodes": nodes, "engine": engine, **g} for g in got]
-            med = {s: statistics.median(g[s] for g in got) for s in STEPS + ("rss_mib", "binds")}
+            med = {s: statistics.median(g[s] for g in got) for s in STEPS + ("rss_mib", "binds", "evicted")}
             print(f"{nodes:>6} {engine:>7} " + " ".join(f"{med[s]:7.2f}" for s in STEPS)
-                  + f" {med['rss_mib']:8.0f} {med['binds']:6.0f}  " + ",".join(g["status"] for g in got), flush=True)
+                  + f" {med['rss_mib']:8.0f} {med['binds']:6.0f} {med['evicted']:7.0f}  "
+                  + ",".join(g["status"] for g in got), flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(runs, f, indent=1)
+            json.dump({"machine": {"pythonLoopSeconds": py, "numpyOpsSeconds": numpy_ops}, "runs": runs}, f, indent=1)
     return 0
 
 

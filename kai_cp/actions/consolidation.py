@@ -22,6 +22,7 @@ NOT_READY = "node has NotReady condition"     # kai_cp.nodes.not_ready_reason
 
 class ConsolidationPolicy:
     action = ACTION
+    moves_victims = True          # every victim is placed again (6.3): nothing is really evicted
 
     def __init__(self, state: ClusterState, session: Session):
         self.state, self.session = state, session

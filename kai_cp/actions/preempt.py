@@ -21,6 +21,7 @@ def preempt_message(victim: TaskInfo, preemptor: JobInfo) -> str:
 
 class PreemptPolicy:
     action = ACTION
+    moves_victims = False
 
     def __init__(self, state: ClusterState, session: Session, guard):
         self.state, self.session, self.guard = state, session, guard

@@ -46,6 +46,7 @@ def reclaim_message(state: ClusterState, session: Session, victim: TaskInfo, pre
 
 class ReclaimPolicy:
     action = ACTION
+    moves_victims = False
 
     def __init__(self, state: ClusterState, session: Session, guard):
         self.state, self.session, self.guard = state, session, guard

@@ -12,11 +12,12 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 
 from kai_cp.actions.allocate import Allocator, JobOutcome
+from kai_cp.actions.repack import RepackBound
 from kai_cp.gpu_sharing import task_memory
 from kai_cp.jobs import ACTIVE_ALLOCATED, JobInfo, TaskInfo, elastic_state
 from kai_cp.ordering import JobQueue, queue_less, queue_tree, tasks_to_allocate
@@ -59,6 +60,7 @@ class Solution:
 class Policy(Protocol):
     """What one eviction action decides; the solver does the rest."""
     action: str
+    moves_victims: bool      # a solution re-places every victim (consolidation): the filter checks they fit again
 
     def victim_jobs(self, preemptor: JobInfo) -> list[Victim]: ...
 
@@ -575,11 +577,14 @@ class _ScenarioFilter:
         self.freed: dict[str, tuple[int, list[int]]] = {}        # victim -> (node, what evicting it frees)
         self.shared_mem: dict[tuple[int, str], int] = {}
         self.active = bool(self.need or self.kinds)
+        # consolidation's victims must find room again beside the step (actions/repack.py)
+        self.repack = (RepackBound(s, free0, base, list(alike.values()), self._kind_of)
+                       if solver.policy.moves_victims and not any(t.request.is_shared_gpu for t in tasks) else None)
         self._recorded: tuple[list[TaskInfo] | None, tuple] | None = None     # admits' recorded victims, worked out
 
     def add(self, t: TaskInfo) -> None:
         """A victim popped (before any scenario evicts it)."""
-        if not self.active:
+        if not self.active and self.repack is None:
             return
         solver = self.solver
         s = solver.session
@@ -591,10 +596,12 @@ class _ScenarioFilter:
             vec = None                                           # already releasing: counted in free
         else:
             vec = solver.state.table.vector(t).tolist()
-            if t.request.is_shared_gpu and t.gpu_groups:
+            if self.active and t.request.is_shared_gpu and t.gpu_groups:
                 # with every victim popped so far: never less than a scenario of some of them frees
                 vec[2] += self._shared(n, t)
-        if vec is None:
+        if self.repack is not None:
+            self.repack.add(t, n, vec)
+        if vec is None or not self.active:
             return
         self.freed[t.key] = (n, vec)
         g = vec[2]
@@ -609,6 +616,11 @@ class _ScenarioFilter:
                 k.grow(n, row, e)
             d = int(self.dom[n])
             self.placeable = d >= 0 and all(k.in_domain[d] >= k.count for k in self.kinds)
+
+    def _kind_of(self, t: TaskInfo) -> tuple[np.ndarray, Callable[[], np.ndarray]]:
+        """A pod's request as a row, and the nodes its static predicates and device type admit."""
+        state, fitter = self.solver.state, self.solver.alloc.fitter
+        return state.table.vector(t), lambda: state.predicates.mask(t.predicate_key) & fitter.types.mask(t.request)
 
     def _shared(self, n: int, t: TaskInfo) -> int:
         """A shared GPU whose every holder is a victim is released whole (7.3): one GPU, once."""
@@ -640,7 +652,12 @@ class _ScenarioFilter:
         """The same conditions for a scenario that evicts these victims and the `recorded` ones
         (each added before). What the recorded victims free, and what that gains each domain, is
         worked out once per filter (_recorded_part): every scenario of a gang step holds them all,
-        and a long search's scenarios summed them again each time (a third of its cost)."""
+        and a long search's scenarios summed them again each time (a third of its cost). Then,
+        for consolidation, whether the victims fit again (the dearer count, asked last)."""
+        return self._room_for_step(victims, recorded) and (
+            self.repack is None or self.repack.admits([*victims, *recorded] if recorded else victims))
+
+    def _room_for_step(self, victims: list[TaskInfo], recorded: list[TaskInfo] | None) -> bool:
         if not self.active:
             return True
         rec_nodes, rec_total, rec_best, rec_gains, rec_at = self._recorded_part(recorded)
@@ -902,7 +919,7 @@ class JobSolver:
         feasible = base.copy()
         for t in recorded:
             feasible[self._where[t.key]] = True
-        if recorded and gate.ok():
+        if recorded and gate.ok() and gate.admits([], recorded):
             r = self._simulate(preemptor, tasks, recorded, feasible)
             if r is not None:
                 return r
