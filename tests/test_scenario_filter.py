@@ -185,3 +185,64 @@ def test_a_gang_pinned_to_its_rack_gets_no_scenario_of_another_rack(monkeypatch:
     assert seen[(False, False)] > 0               # the other rack's scenarios, ruled out
     evicted = {e["pod"].split("/")[-1] for e in _decisions(doc)["evictions"]}
     assert evicted and evicted <= {"v0-0", "v1-0"}        # victims in rack r1 only
+
+
+def _audited_steps(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], Counter]:
+    """A greedy cycle in which `out_of_reach` is asked but never obeyed: per (it called the gang
+    step hopeless, the step found victims), how many steps."""
+    seen: Counter = Counter()
+    said: list[bool] = []
+    real, partial = victims.out_of_reach, victims.JobSolver._solve_partial
+
+    def out_of_reach(*args) -> bool:
+        said.append(real(*args))
+        return False
+
+    def audit(self, *args):
+        said.clear()
+        result = partial(self, *args)
+        if said:
+            seen[(said[0], result is not None)] += 1
+        return result
+
+    with monkeypatch.context() as m:
+        m.setattr(victims, "out_of_reach", out_of_reach)
+        m.setattr(victims.JobSolver, "_solve_partial", audit)
+        decided = _decisions(doc)
+    return decided, seen
+
+
+def _check_steps(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch, drawn: bool = True) -> Counter:
+    unchecked, seen = _audited_steps(doc, monkeypatch)
+    assert seen[(True, True)] == 0, "a gang step called out of reach found victims"
+    assert _decisions(doc) == unchecked
+    if drawn:
+        event("steps out of reach" if seen[(True, False)] else "none out of reach")
+    return seen
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(doc=contended_clusters(max_nodes=6, max_running=14, max_pending=5))
+def test_no_gang_step_out_of_reach_finds_victims(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step whose largest pod no node could hold with every victim gone is not searched: that
+    is sound only if its search would find nothing."""
+    _check_steps(doc, monkeypatch)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(doc=clusters())
+def test_no_gang_step_out_of_reach_finds_victims_with_shared_gpus(doc: dict[str, Any],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    _check_steps(doc, monkeypatch)
+
+
+@pytest.mark.parametrize("seed, fractional", [(3, 0.0), (13, 0.4)])
+def test_steps_out_of_reach_are_skipped_on_a_contended_cluster(seed: int, fractional: float,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """(Draws where some preemptor's largest pod needs more whole GPUs than any node could free.)"""
+    doc = gen.generate_cluster(40, 25, 240, seed=seed, utilization=0.9, topology_share=0.3,
+                               fractional_share=fractional, contention=True)
+    seen = _check_steps(doc, monkeypatch, drawn=False)
+    assert seen[(True, False)] > 0, seen

@@ -9,19 +9,22 @@ bounded search simulated 79 scenarios of 9 preemptors, each moving five 8-GPU po
 no free node to make room for 2 GPUs (the pods could only go back where they were), ~2.5 ms and
 60 units of the search's work bound each; the search spent its whole bound so and evicted nothing.
 
-Two counts, each necessary alone, over each pod's admitted nodes (its request as a row, the
+Three counts, each necessary alone, over each pod's admitted nodes (its request as a row, the
 nodes its predicates and device type admit) among the nodes the simulation may use:
 - per kind of victim, its pods against the copies of its request the room holds, node by node;
 - all victims go to the nodes some victim is admitted on (`inside`), so what is left there for
   the preemptor is that room less every victim's request; the step's pods that the room outside
-  cannot hold (copies node by node, per kind) must fit in what is left, resource by resource.
-What the room holds before any victim is counted once per session state, over the feasible nodes
-only (a numpy pass per kind and per set of victim kinds: at 10,000 nodes a fifth of them have GPU
-room); a scenario corrects it on the few nodes its victims free. Affinity,
-ports, volumes and topology only narrow where pods go, so leaving them out keeps the condition
-necessary: it never rejects a scenario whose simulation would succeed (tests/test_scenario_filter.py
-audits that on generated clusters). A scenario with a shared-GPU pod (room per device) is not
-judged."""
+  cannot hold (copies node by node, per kind) must fit in what is left, resource by resource;
+- inside, per size `g` of a victim, the pods asking for at least `g` whole GPUs against the
+  nodes' room for them (`c // g` on a node with `c` free), less the room for one such pod that
+  a smaller pod of the step takes wherever it fits (2 GPUs taken from a node with 8 free leave
+  it no room for a pod of 8): the case above, where the volume alone leaves room.
+What the room holds before any victim is counted once per session state and only over the
+feasible nodes, and only once a scenario gets past the preemptor's own room; a scenario corrects
+it on the few nodes its victims free. Affinity, ports, volumes and topology only narrow where
+pods go, so leaving them out keeps the condition necessary: it never rejects a scenario whose
+simulation would succeed (tests/test_repack_bound.py audits that on generated clusters). A
+scenario with a shared-GPU pod (room per device) is not judged."""
 
 from __future__ import annotations
 
@@ -37,17 +40,22 @@ _MANY = 1 << 40        # copies of a request of nothing
 
 class _Room:
     """The feasible nodes' room before any victim, the same while the session holds the same
-    decisions (every gang step, and every preemptor that found nothing, starts from there)."""
+    decisions (every gang step, and every preemptor that found nothing, starts from there);
+    counted on first use (`ready`)."""
     __slots__ = ("free", "feasible", "nodes", "at", "room", "kinds", "memo")
 
     def __init__(self, free: np.ndarray, feasible: np.ndarray):
         self.free, self.feasible = free, feasible
-        self.nodes = np.flatnonzero(feasible)                       # the feasible nodes
-        self.at = np.full(len(feasible), -1, dtype=np.intp)         # node -> its position among them
-        self.at[self.nodes] = np.arange(len(self.nodes))
-        self.room = np.maximum(free[self.nodes], 0)
+        self.nodes: np.ndarray | None = None
         self.kinds: dict[tuple, Kind] = {}
         self.memo: dict[tuple, object] = {}
+
+    def ready(self) -> None:
+        if self.nodes is None:
+            self.nodes = np.flatnonzero(self.feasible)                     # the feasible nodes
+            self.at = np.full(len(self.feasible), -1, dtype=np.intp)       # node -> its position among them
+            self.at[self.nodes] = np.arange(len(self.nodes))
+            self.room = np.maximum(self.free[self.nodes], 0)
 
     def row(self, n: int) -> list[int]:
         return [max(x, 0) for x in self.free[n].tolist()]
@@ -83,11 +91,15 @@ class RepackBound:
         the step starts; `feasible`: the nodes the simulation places on besides the victims' own
         (spec 6.2.1); `step`: the preemptor's pods, a pod of each kind and how many;
         `kind_of(pod)`: its request as a row and a function giving its admitted nodes."""
-        # asked where the step starts, as JobSolver.free_now is (Session.decisions_derived)
+        # asked where the step starts, as JobSolver.free_now is (Session.decisions_derived); the
+        # counts themselves only once a scenario gets this far (most never do: the preemptor's own
+        # room rules them out first)
         self.room: _Room = session.decisions_derived(("repack room", bool(feasible.all())),
                                                      lambda: _Room(free, feasible))
         self.kind_of = kind_of
-        self.step = [(self.kind(t), n) for t, n in step]
+        self._step = step
+        self.step: list[tuple[Kind, int]] | None = None
+        self.popped: dict[str, tuple[TaskInfo, int, list[int] | None]] = {}
         # key -> (node, what evicting it frees there or None, its kind); None: not judged
         self.victims: dict[str, tuple[int, list[int] | None, Kind] | None] = {}
 
@@ -102,9 +114,19 @@ class RepackBound:
     def add(self, t: TaskInfo, node: int, freed: list[int] | None) -> None:
         """A victim popped: evicting it frees `freed` on `node` (None: nothing, it is releasing
         already)."""
-        self.victims[t.key] = None if t.request.is_shared_gpu else (node, freed, self.kind(t))
+        self.popped[t.key] = (t, node, freed)
+
+    def _counted(self) -> None:
+        """The room and the kinds of the step and of the victims popped so far."""
+        if self.step is None:
+            self.room.ready()
+            self.step = [(self.kind(t), n) for t, n in self._step]
+        for key, (t, node, freed) in self.popped.items():
+            self.victims[key] = None if t.request.is_shared_gpu else (node, freed, self.kind(t))
+        self.popped.clear()
 
     def admits(self, victims: list[TaskInfo]) -> bool:
+        self._counted()
         scenario = self._scenario(victims)
         if scenario is None:
             return True
