@@ -16,24 +16,16 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, given, settings
 
 from clustergen import clusters, contended_clusters, node, pod, pod_group, priority_class, queue, snapshot
 from kai_cp.actions import repack, victims
 from kai_cp.actions.pipeline import EvictionSearch, hint_budget
 from kai_cp.actions.allocate import run_allocate
-from kai_cp.cycle import CycleSettings, run_cycle
 from kai_cp.loader import load_snapshot_dict
 from kai_cp.state import build_cluster_state
 from test_bench_generator import gen
-
-
-def _decisions(doc: dict[str, Any]) -> dict[str, Any]:
-    state = build_cluster_state(load_snapshot_dict(copy.deepcopy(doc)))
-    # a long limit: the search ends at its work bound, which these clusters never reach
-    out = run_cycle(state, CycleSettings(engine="greedy", time_limit=60.0, now=1.8e9)).to_json()
-    assert "evictionSearch" not in out["cycle"]
-    return {k: out[k] for k in ("binds", "pipelined", "evictions")}
+from test_scenario_filter import _decisions, audited_check
 
 
 def _audited(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], Counter]:
@@ -62,12 +54,8 @@ def _audited(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[dict
 
 
 def _check(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch, drawn: bool = True) -> Counter:
-    unbounded, seen = _audited(doc, monkeypatch)
-    assert seen[(False, True)] == 0, "the bound ruled out a consolidation scenario that works"
-    assert _decisions(doc) == unbounded
-    if drawn:
-        event("the bound ruled out scenarios" if seen[(False, False)] else "it ruled out none")
-    return seen
+    return audited_check(doc, monkeypatch, _audited, True, "the bound ruled out a consolidation scenario that works",
+                         drawn, ("the bound ruled out scenarios", "it ruled out none"))
 
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
