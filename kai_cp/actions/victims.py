@@ -523,6 +523,18 @@ def step_gpus(solver: "JobSolver", tasks: list[TaskInfo], base: np.ndarray) -> S
     return StepGpus(sum(need), max(need, default=0), admitted, base_free, int(base_free.max(initial=0)), alike)
 
 
+def freed_row(session: Session, table, t: TaskInfo, moved: bool) -> np.ndarray | None:
+    """What evicting a victim frees where it is now, as a row (whole GPUs only): its pipelined
+    placement where an earlier commit moved it, nothing where it is releasing already (counted in
+    free), else its request."""
+    if moved:
+        p = session.placements.get(t.key)
+        return p.vec if p is not None else None
+    if t.key in session.evictions:
+        return None
+    return table.vector(t)
+
+
 def out_of_reach(solver: "JobSolver", gpus: StepGpus, victims: list[Victim], recorded: list[TaskInfo]) -> bool:
     """No admitted feasible node would have whole GPUs for the step's largest pod even with every
     victim evicted (and every shared GPU of theirs released whole): every scenario of the step
@@ -535,12 +547,10 @@ def out_of_reach(solver: "JobSolver", gpus: StepGpus, victims: list[Victim], rec
     freed: dict[int, int] = {}
     for t in [t for v in victims for t in v.tasks] + recorded:
         n, moved = solver.location(t)
-        if moved:
-            g = int(s.placements[t.key].vec[2])
-        elif t.key in s.evictions:
-            continue                  # releasing already: counted in free
-        else:
-            g = len(t.gpu_groups) if t.request.is_shared_gpu else int(table.vector(t)[2])
+        row = freed_row(s, table, t, moved)
+        if row is None:
+            continue
+        g = len(t.gpu_groups) if t.request.is_shared_gpu and not moved else int(row[2])
         if g and gpus.admitted[n]:
             freed[n] = freed.get(n, 0) + g
     return all(int(gpus.base_free[n]) + g < gpus.largest for n, g in freed.items())
@@ -630,17 +640,12 @@ class _ScenarioFilter:
             return
         solver = self.solver
         s = solver.session
-        n = solver._where[t.key]
-        if t.key in solver._moved:
-            p = s.placements.get(t.key)
-            vec = p.vec.tolist() if p is not None else None      # its pipelined placement would be freed
-        elif t.key in s.evictions:
-            vec = None                                           # already releasing: counted in free
-        else:
-            vec = solver.state.table.vector(t).tolist()
-            if self.active and t.request.is_shared_gpu and t.gpu_groups:
-                # with every victim popped so far: never less than a scenario of some of them frees
-                vec[2] += self._shared(n, t)
+        n, moved = solver._where[t.key], t.key in solver._moved
+        row = freed_row(s, solver.state.table, t, moved)
+        vec = None if row is None else row.tolist()
+        if vec is not None and not moved and self.active and t.request.is_shared_gpu and t.gpu_groups:
+            # with every victim popped so far: never less than a scenario of some of them frees
+            vec[2] += self._shared(n, t)
         if self.repack is not None:
             self.repack.add(t, n, vec)
         if vec is None or not self.active:
@@ -696,8 +701,11 @@ class _ScenarioFilter:
         worked out once per filter (_recorded_part): every scenario of a gang step holds them all,
         and a long search's scenarios summed them again each time (a third of its cost). Then,
         for consolidation, whether the victims fit again (the dearer count, asked last)."""
-        return self._room_for_step(victims, recorded) and (
-            self.repack is None or self.repack.admits([*victims, *recorded] if recorded else victims))
+        return self._room_for_step(victims, recorded) and self.fit_again([*victims, *recorded] if recorded else victims)
+
+    def fit_again(self, victims: list[TaskInfo]) -> bool:
+        """For consolidation, whether these victims can all be placed again beside the step."""
+        return self.repack is None or self.repack.admits(victims)
 
     def _room_for_step(self, victims: list[TaskInfo], recorded: list[TaskInfo] | None) -> bool:
         if not self.active:
@@ -968,7 +976,7 @@ class JobSolver:
         feasible = base.copy()
         for t in recorded:
             feasible[self._where[t.key]] = True
-        if recorded and gate.ok() and gate.admits([], recorded):
+        if recorded and gate.ok() and gate.fit_again(recorded):
             r = self._simulate(preemptor, tasks, recorded, feasible)
             if r is not None:
                 return r
