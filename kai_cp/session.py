@@ -109,6 +109,9 @@ class Session:
     _alloc_floats: dict[str, tuple[int, list[float]]] = field(default_factory=dict)
     _log: list[Placement | Eviction | _Cancel | _Unplace | _Pipelined] = field(default_factory=list)
     _decided: dict[Hashable, tuple[int, Any]] = field(default_factory=dict)    # what -> (version, value)
+    # Per log entry, a number no other entry of this session had (`version`), and the last given
+    _serials: list[int] = field(default_factory=list)
+    _last_serial: int = 0
 
     @classmethod
     def open(cls, state: ClusterState) -> "Session":
@@ -156,7 +159,7 @@ class Session:
             added=dict(self.added), touched=set(self.touched), shared=self.shared.fork() if self.shared is not None else None,
             releasing_nodes=set(self.releasing_nodes), _releasing_rows=None, job_version=dict(self.job_version),
             derived={}, alloc_version=dict(self.alloc_version), _alloc_floats={}, _log=[copied(x) for x in self._log],
-            _decided={})
+            _decided={}, _serials=list(self._serials))
         return Session(**kept)
 
     def take(self, node: int, from_idle: np.ndarray | None, from_releasing: np.ndarray) -> None:
@@ -206,17 +209,24 @@ class Session:
 
     @property
     def version(self) -> int:
-        """Changes with every decision made or undone; a rollback to a checkpoint restores that
-        checkpoint's version with the same decisions."""
-        return len(self._log)
+        """Changes with every decision made or undone, and is never the same for other decisions;
+        a rollback to a checkpoint restores that checkpoint's version with its decisions. (It was
+        the log's length, which a rollback followed by as many other decisions gave again.)"""
+        return self._serials[-1] if self._serials else 0
+
+    def _logged(self, entry: "Placement | Eviction | _Cancel | _Unplace | _Pipelined") -> None:
+        self._log.append(entry)
+        self._last_serial += 1
+        self._serials.append(self._last_serial)
 
     def decisions_derived(self, what: Hashable, compute: Callable[[], Any]) -> Any:
         """A value derived from the session's decisions, computed again only once they changed
         (`version`): the eviction actions ask for the same victims and pending jobs at every
         preemptor, and a preemptor that found nothing rolls back."""
         hit = self._decided.get(what)
-        if hit is None or hit[0] != len(self._log):
-            hit = self._decided[what] = (len(self._log), compute())
+        version = self.version
+        if hit is None or hit[0] != version:
+            hit = self._decided[what] = (version, compute())
         return hit[1]
 
     def allocated_floats(self, queue: str) -> tuple[int, list[float]]:
@@ -265,7 +275,7 @@ class Session:
         if gpu_groups:
             self.shared.apply(node, p.gpu_groups, task_memory(task.request, self.state.nodes[node].gpu_memory),
                               pipelined, +1)
-        self._log.append(p)
+        self._logged(p)
         self._enter(p)
 
     def _enter(self, p: Placement) -> None:
@@ -307,7 +317,7 @@ class Session:
             mem = task_memory(task.request, self.state.nodes[node].gpu_memory)
             vec[2] += self.shared.release(node, task.gpu_groups, mem, +1)
         ev = Eviction(task, node, action, for_job, message, vec, mem)
-        self._log.append(ev)
+        self._logged(ev)
         self._reevict(ev, shared=False)
         return ev
 
@@ -333,7 +343,7 @@ class Session:
         """A victim the simulation re-placed on its own node is no victim (6.2.4): undo both its
         eviction and its placement, which together left the node as it was."""
         c = _Cancel(self.placements[task.key], self.evictions[task.key])
-        self._log.append(c)
+        self._logged(c)
         self._unplace(c.placement)
         self._unevict(c.eviction)
 
@@ -342,7 +352,7 @@ class Session:
         moved earlier (evicted, pipelined elsewhere) taken as a victim again keeps its eviction
         (KAI evicting a Pipelined task); stale-gang eviction withdraws a placement."""
         p = self.placements[task.key]
-        self._log.append(_Unplace(p))
+        self._logged(_Unplace(p))
         self._unplace(p)
 
     def _replace_placement(self, p: Placement) -> None:
@@ -385,6 +395,7 @@ class Session:
     def rollback(self, cp: int) -> None:
         while len(self._log) > cp:
             p = self._log.pop()
+            self._serials.pop()
             if isinstance(p, Eviction):
                 self._unevict(p)
             elif isinstance(p, _Cancel):
@@ -409,4 +420,4 @@ class Session:
                 p.pipelined = True
                 flipped.append(p)
         if flipped:
-            self._log.append(_Pipelined(flipped))
+            self._logged(_Pipelined(flipped))

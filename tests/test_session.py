@@ -44,3 +44,47 @@ def test_rollback_past_the_placements_removes_them_too() -> None:
     s.convert_to_pipelined(job)
     s.rollback(cp)
     assert s.placements == {} and s.idle[0, 2] == 8
+
+
+def _two_nodes():
+    q = queue("q", gpu=resource(-1, -1), cpu=resource(-1, -1), memory=resource(-1, -1))
+    pods = [pod("j-0", "j", gpus=1, queue_name="q", created=-500)]
+    return build_cluster_state(load_snapshot_dict(snapshot([node("n0", gpus=8), node("n1", gpus=8)], [q], pods,
+                                                           [pod_group("j", "q", min_member=1)])))
+
+
+def test_other_decisions_after_a_rollback_have_another_version() -> None:
+    """What is derived from the decisions (Session.decisions_derived, and the caches keyed on
+    `version`) must not outlive them: a rollback followed by as many other decisions left the
+    log as long as before, and the value derived from the first decisions was read for the
+    second (the version was the log's length)."""
+    state = _two_nodes()
+    s = Session.open(state)
+    task = state.jobs["j"].tasks[0]
+    cp = s.checkpoint()
+    s.place(task, 0, pipelined=False)
+    first = s.version
+    assert s.decisions_derived("where", lambda: "n0") == "n0"
+    s.rollback(cp)
+    s.place(task, 1, pipelined=False)                # another decision, the log as long as before
+    assert s.version != first
+    assert s.decisions_derived("where", lambda: "n1") == "n1"
+
+
+def test_a_rollback_to_a_checkpoint_gives_its_version_back() -> None:
+    """The same decisions keep what was derived from them: a scenario that fails and rolls back
+    leaves the session's version (and its derived values) as they were where it started."""
+    state = _two_nodes()
+    s = Session.open(state)
+    task = state.jobs["j"].tasks[0]
+    s.place(task, 0, pipelined=False)
+    before = s.version
+    calls = []
+    s.decisions_derived("what", lambda: calls.append(1))
+    cp = s.checkpoint()
+    s.convert_to_pipelined(state.jobs["j"])
+    assert s.version != before
+    s.rollback(cp)
+    assert s.version == before
+    s.decisions_derived("what", lambda: calls.append(1))
+    assert calls == [1]
