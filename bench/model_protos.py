@@ -2,7 +2,7 @@
 """The cp-sat model each snapshot gets, as sha256 of its proto (and optionally the CPU time of
 building it), to prove a change to the model build leaves the model byte-identical (issues 8, 9).
 
-    PYTHONHASHSEED=0 python bench/model_protos.py [--time 5] [--profile OUT] [--canon] SNAPSHOT...
+    PYTHONHASHSEED=0 python bench/model_protos.py [--time 5] [--profile OUT] [--canon] [--lean] SNAPSHOT...
 
 Run it from two trees (e.g. a worktree at main and a branch) and diff the output. The model is
 built as kai_cp/cycle.py's run_cycle builds it (greedy with the bounded eviction search, allocate
@@ -62,6 +62,9 @@ def main() -> int:
     ap.add_argument("--canon", action="store_true")
     ap.add_argument("--now", type=float, default=1_795_000_000.0, help="the cycle's clock (epoch seconds)")
     ap.add_argument("--limit", type=float, default=1.0, help="time limit the pair budget is sized for")
+    ap.add_argument("--lean", action="store_true",
+                    help="the lean model (kai_cp/model/scope.py) on allocate's decisions, as a cycle builds it "
+                         "where the full one would not end in time")
     a = ap.parse_args()
     for path in a.snapshots:
         try:
@@ -75,12 +78,12 @@ def main() -> int:
                 print(f"{path}\tNO-ALLOCATE")
                 continue
             fixed = unmodelled_evictions(greedy)
-            if fixed:
+            if fixed or a.lean:
                 greedy = run_greedy(state, a.now, evictions=False)
             budget = pair_budget(state, greedy, a.limit)
 
             def build():
-                return build_model(state, greedy, pair_budget=budget, evictions=not fixed)
+                return build_model(state, greedy, pair_budget=budget, evictions=not (fixed or a.lean), lean=a.lean)
 
             ctx = build()
             digest = hashlib.sha256(proto_bytes(ctx.model)).hexdigest()[:16]
