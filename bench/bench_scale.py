@@ -26,7 +26,8 @@ imports to the end of the cycle (without writing the output); `rss` its peak res
 (`ru_maxrss`, OR-Tools' memory included); `cpu` the child's CPU seconds (interpreter start
 included), steadier than wall times on a shared machine. The table shows medians over the
 repeats and the statuses of every repeat ("lean": the cycle built the lean model,
-kai_cp/model/scope.py); `evicted` the pods KAI's eviction actions (or the model) evicted. The first
+kai_cp/model/scope.py), each fallback's reason under its row; `evicted` the pods KAI's eviction
+actions (or the model) evicted. The first
 line times a fixed Python loop and a fixed run of small numpy operations (`machine_speed`), to
 read tables from different machines side by side.
 """
@@ -40,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: nodes -> (pending pods, running pods)
@@ -72,6 +74,7 @@ def _child(path: str, engine: str, time_limit: float) -> None:
            "cycle": doc["wallSeconds"], "total": time.perf_counter() - t0, "cpu": time.process_time(),
            "status": doc["status"] + (" lean" if doc.get("modelScope") == "lean" else ""),
            "binds": len(full.get("binds", [])), "evicted": len(full.get("evictions", [])),
+           "fallbackReason": doc.get("fallbackReason"),
            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     print(json.dumps(out))
     sys.stdout.flush()
@@ -168,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{nodes:>6} {engine:>7} " + " ".join(f"{med[s]:7.2f}" for s in STEPS)
                   + f" {med['rss_mib']:8.0f} {med['binds']:6.0f} {med['evicted']:7.0f}  "
                   + ",".join(g["status"] for g in got), flush=True)
+            # why a cycle fell back: which part of the cycle a machine is too slow for
+            for why, n in Counter(g.get("fallbackReason") for g in got if g.get("fallbackReason")).items():
+                print(f"{'':>15} FALLBACK {n}/{len(got)}: {why}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": {"pythonLoopSeconds": py, "numpyOpsSeconds": numpy_ops}, "runs": runs}, f, indent=1)
