@@ -27,9 +27,8 @@ imports to the end of the cycle (without writing the output); `rss` its peak res
 included), steadier than wall times on a shared machine. The table shows medians over the
 repeats and the statuses of every repeat ("lean": the cycle built the lean model,
 kai_cp/model/scope.py), each fallback's reason under its row; `evicted` the pods KAI's eviction
-actions (or the model) evicted. The first
-line times a fixed Python loop and a fixed run of small numpy operations (`machine_speed`), to
-read tables from different machines side by side.
+actions (or the model) evicted. The first line times a fixed Python loop and a fixed run of small
+numpy operations (`machine_speed`), to read tables from different machines side by side.
 """
 
 from __future__ import annotations

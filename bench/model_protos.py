@@ -78,12 +78,13 @@ def main() -> int:
                 print(f"{path}\tNO-ALLOCATE")
                 continue
             fixed = unmodelled_evictions(greedy)
-            if fixed or a.lean:
+            allocate_only = bool(fixed) or a.lean      # the model then decides no evictions
+            if allocate_only:
                 greedy = run_greedy(state, a.now, evictions=False)
             budget = pair_budget(state, greedy, a.limit)
 
             def build():
-                return build_model(state, greedy, pair_budget=budget, evictions=not (fixed or a.lean), lean=a.lean)
+                return build_model(state, greedy, pair_budget=budget, evictions=not allocate_only, lean=a.lean)
 
             ctx = build()
             digest = hashlib.sha256(proto_bytes(ctx.model)).hexdigest()[:16]
