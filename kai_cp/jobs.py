@@ -24,6 +24,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def ts_key(ts: datetime | None) -> float:
+    epoch = getattr(ts, "epoch", None)      # a parsed time's (models/times.KubeTime)
+    if epoch is not None:
+        return epoch
     ts = ts or _EPOCH
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=timezone.utc)

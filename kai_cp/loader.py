@@ -277,6 +277,14 @@ class _ViewsJSON(list):  # type: ignore[type-arg]
         self.raw = raw
 
 
+class _DecodedViews(_ViewsJSON):
+    """A rawObjects list already decoded into views that stand as they are (`_views_stand`)."""
+
+    def __init__(self, views: list[Any]) -> None:
+        super().__init__(None)
+        self.views = views
+
+
 class _NotPlain(Exception):
     """Raised by the pod-view path for JSON only the ordinary parse can judge (a number out of
     range, invalid UTF-8, a lone surrogate): the load starts again the ordinary way."""
@@ -309,6 +317,9 @@ def _decode_with_views_json(payload: bytes) -> Optional[dict[str, Any]]:
 
     if not payload.isascii() and not _valid_utf8(payload):
         return None
+    doc = _decode_views_at_once(payload)
+    if doc is not None:
+        return doc
     try:
         envelope = msgspec.json.decode(payload, type=SnapshotEnvelope)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
@@ -328,6 +339,49 @@ def _decode_with_views_json(payload: bytes) -> Optional[dict[str, Any]]:
             value = raw
         doc[key] = value
     return doc
+
+
+def _decode_views_at_once(payload: bytes) -> Optional[dict[str, Any]]:
+    """`_decode_with_views_json`'s document with the view lists already decoded (`_DecodedViews`),
+    in one pass over the payload (objectviews.whole_snapshot_decoder); None where that pass
+    cannot vouch for every object (a view refuses one, two share a name, a kind is wrong, a
+    key is unknown): the list-by-list path then sorts them out, as if this one had not run."""
+    import msgspec
+
+    from .objectviews import VIEW_TYPES, whole_snapshot_decoder
+
+    try:
+        whole = whole_snapshot_decoder().decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+        return None
+    doc: dict[str, Any] = {}
+    for key in ("config", "schedulerParams", "rawObjects", "discovery"):
+        value = getattr(whole, key)
+        if value is msgspec.UNSET:
+            continue
+        if key == "rawObjects" and value is not None:
+            raw: dict[str, Any] = {}
+            for info in RAW_OBJECT_KINDS:
+                item = getattr(value, info.key)
+                if item is msgspec.UNSET:
+                    continue
+                if info.key in VIEW_TYPES and item is not None:
+                    if not _views_stand(info, item):
+                        return None
+                    item = _DecodedViews(item)
+                elif item is not None and not (isinstance(item, list) and all(isinstance(o, dict) for o in item)):
+                    return None     # a list the loader reports on: in the document's order, by the other path
+                raw[info.key] = item
+            value = raw
+        doc[key] = value
+    return doc
+
+
+def _views_stand(info: RawKindInfo, views: list[Any]) -> bool:
+    """Whether a decoded list of views is what the loader keeps as it is: no two objects of one
+    name, no object of another kind."""
+    keys = {(v.metadata.namespace or "", v.metadata.name) for v in views}
+    return len(keys) == len(views) and {v.kind for v in views} <= {None, "", info.kind}
 
 
 def _valid_utf8(payload: bytes) -> bool:
@@ -453,6 +507,8 @@ def _load_list(
     bad object its own warnings exactly as if every object had been validated alone.
     After many failed chunks the rest of the list goes object by object directly. Kind
     and duplicate checks run per chunk, so warnings come in the objects' order."""
+    if isinstance(items, _DecodedViews):
+        return items.views
     if isinstance(items, _ViewsJSON):
         return _load_views(info, items.raw, warnings, invalid)
     if not info.modelled:
@@ -592,10 +648,8 @@ def _load_views(
         views: Optional[list[Any]] = decode_list.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
         views = None
-    if views is not None:
-        keys = {(v.metadata.namespace or "", v.metadata.name) for v in views}
-        if len(keys) == len(views) and {v.kind for v in views} <= {None, "", info.kind}:
-            return views
+    if views is not None and _views_stand(info, views):
+        return views
     items = msgspec.json.decode(raw, type=list[msgspec.Raw])
     out: list[Any] = []
     seen: set[tuple[str, str]] = set()

@@ -105,6 +105,41 @@ class ContainerView(_View):
     restart_policy: Optional[str] = None      # "Always" on an init container: a sidecar
 
 
+class SharedList(list):  # type: ignore[type-arg]
+    """A pod's decoded containers, init containers or tolerations: one list shared by every
+    pod whose JSON for them is the same bytes (`key`), as the replicas of a job or Deployment
+    ask for the same. At 10,000 nodes (105,898 pods, 155 distinct container lists, 3 toleration
+    lists) decoding each pod's own took ~0.25 s of the load and ~75 MB, and the state build
+    rebuilt a hashable summary of each from its items: `kai_cp.resources.cached_pod_request`
+    reads `key` instead, `kai_cp.predicates.predicate_key` keeps its summary in `frozen`."""
+
+    __slots__ = ("key", "frozen")
+
+    def __init__(self, items: list, key: bytes) -> None:
+        super().__init__(items)
+        self.key = key
+        self.frozen: Any = None
+
+
+#: Distinct lists kept per field: past it (pods that each carry their own, e.g. per-pod env
+#: values) a list is decoded for its pod alone, at the cost of the old path plus a look-up.
+_SHARED_MAX = 4096
+_EMPTY_LIST = msgspec.Raw(b"[]")
+
+
+def _shared(raw: msgspec.Raw, decoder: msgspec.json.Decoder, seen: dict[bytes, SharedList]) -> list:
+    """The decoded list of a pod's JSON list, shared (raises msgspec.ValidationError as the
+    field's own decode would: the pod's view is refused)."""
+    key = bytes(raw)
+    found = seen.get(key)
+    if found is None:
+        items = decoder.decode(key)
+        if len(seen) >= _SHARED_MAX:
+            return items
+        found = seen[key] = SharedList(items, key)
+    return found
+
+
 class NodeSelectorRequirementView(_View):
     key: str
     operator: str
@@ -188,6 +223,13 @@ class TolerationView(_View):
     toleration_seconds: Optional[int] = None
 
 
+# Lists as JSON, each decoded into a SharedList by the pod spec's `__post_init__` (`_shared`)
+_ContainersJSON = Annotated[msgspec.Raw, list[ContainerView]]
+_TolerationsJSON = Annotated[msgspec.Raw, list[TolerationView]]
+_SHARED_CONTAINERS: dict[bytes, SharedList] = {}
+_SHARED_TOLERATIONS: dict[bytes, SharedList] = {}
+
+
 class PodSchedulingGateView(_View):
     name: str
 
@@ -195,12 +237,12 @@ class PodSchedulingGateView(_View):
 class PodSpecView(_View):
     scheduler_name: Optional[str] = None
     node_name: Optional[str] = None
-    containers: list[ContainerView] = []
-    init_containers: list[ContainerView] = []
+    containers: _ContainersJSON = _EMPTY_LIST
+    init_containers: _ContainersJSON = _EMPTY_LIST
     overhead: Optional[dict[str, str]] = None
     node_selector: dict[str, str] = {}
     affinity: Optional[AffinityView] = None
-    tolerations: list[TolerationView] = []
+    tolerations: _TolerationsJSON = _EMPTY_LIST
     scheduling_gates: list[PodSchedulingGateView] = []
     priority_class_name: Optional[str] = None
     priority: Optional[int] = None
@@ -212,6 +254,13 @@ class PodSpecView(_View):
 
     def __post_init__(self) -> None:
         _check_quantities(self.overhead)
+        self.containers = _shared(self.containers, _CONTAINERS_DECODER, _SHARED_CONTAINERS)
+        self.init_containers = _shared(self.init_containers, _CONTAINERS_DECODER, _SHARED_CONTAINERS)
+        self.tolerations = _shared(self.tolerations, _TOLERATIONS_DECODER, _SHARED_TOLERATIONS)
+
+
+_CONTAINERS_DECODER = msgspec.json.Decoder(list[ContainerView])
+_TOLERATIONS_DECODER = msgspec.json.Decoder(list[TolerationView])
 
 
 class PodStatusView(_View):

@@ -41,9 +41,17 @@ def predicate_key(spec, labels: dict[str, str] | None = None, namespace: str = "
             fields = tuple((e.key, e.operator, tuple(e.values or ())) for e in (term.match_fields or []))
             out.append((exprs, fields))
         terms = (tuple(out),)
-    tolerations = tuple([(t.key or "", t.operator or "Equal", t.value or "", t.effect or "")
-                         for t in spec.tolerations]) if spec.tolerations else ()
+    tolerations = _frozen_tolerations(spec.tolerations) if spec.tolerations else ()
     return (selector, terms, tolerations, affinity_key(spec, labels or {}, namespace))
+
+
+def _frozen_tolerations(tolerations) -> tuple:
+    frozen = getattr(tolerations, "frozen", None)      # a view's shared list (kai_cp/podview.SharedList)
+    if frozen is None:
+        frozen = tuple([(t.key or "", t.operator or "Equal", t.value or "", t.effect or "") for t in tolerations])
+        if hasattr(tolerations, "frozen"):
+            tolerations.frozen = frozen
+    return frozen
 
 
 def _match_expr(value_of, key: str, op: str, values: Sequence[str]) -> bool:

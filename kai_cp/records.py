@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 from kai_cp.errors import ObjectWarning
+from models.cache import remember
 from kai_cp.gpu_sharing import RESERVATION_APP
 from kai_cp.jobs import BOUND, DEFAULT_PODSET, FAILED, RELEASING, RUNNING, SUCCEEDED, UNKNOWN, PodSet, ts_key
 from kai_cp.mig import legacy_mig
@@ -116,7 +117,9 @@ def pod_record(pod, shared_keys: dict[tuple, tuple]) -> PodRecord:
         order_key=task_order_key(pod), predicate_key=shared_keys.setdefault(pk, pk),
         nominated_node=(pod.status.nominated_node_name if pod.status else None),
         scheduler_name=pod.spec.scheduler_name or "default-scheduler",
-        utility=labels.get("app") in UTILITY_APPS, legacy_mig=legacy_mig(annotations), pod=pod)
+        utility=labels.get("app") in UTILITY_APPS,
+        # a legacy MIG annotation is always one of the request's problems (resources._sharing_problems)
+        legacy_mig=bool(request.problems) and legacy_mig(annotations), pod=pod)
 
 
 def gpu_groups_of(labels: dict[str, str]) -> tuple[str, ...]:
@@ -184,12 +187,23 @@ def podsets_of(pg) -> tuple[tuple[tuple[str, int], ...], list[str]]:
 
 def parse_rfc3339(text: str) -> float | None:
     """Seconds since the epoch of an RFC 3339 time (as Go's time.RFC3339 reads it), else None."""
-    if not isinstance(text, str) or not _RFC3339.fullmatch(text):
+    if not isinstance(text, str):
         return None
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
+    found = _RFC3339_SEEN.get(text, _UNSEEN)
+    if found is _UNSEEN:
+        found = None
+        if _RFC3339.fullmatch(text):
+            try:
+                found = datetime.fromisoformat(text).timestamp()
+            except ValueError:
+                pass
+        remember(_RFC3339_SEEN, 1 << 16, text, found)
+    return found
+
+
+# Annotation times by their text: a cluster's PodGroups repeat them (started in the same second).
+_RFC3339_SEEN: dict[str, float | None] = {}
+_UNSEEN = object()
 
 
 def annotation_time(pg, annotations: dict, key: str, meaning: str, warnings: list | None) -> float | None:

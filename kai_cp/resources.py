@@ -268,11 +268,15 @@ def _sharing_problems(spec, annotations: Mapping[str, str], frac_raw, mem_raw, n
     return out
 
 
-def _requests_of(containers) -> tuple:
+def _requests_of(containers) -> tuple | bytes:
     """Per container: name, requests, limits (the sharing rules read whole-GPU limits and names)
-    and restart policy (an init container's makes it a sidecar)."""
+    and restart policy (an init container's makes it a sidecar); for a view's list, the JSON it
+    was decoded from, which holds all of them."""
     if not containers:
         return ()
+    key = getattr(containers, "key", None)      # a view's shared list (kai_cp/podview.SharedList)
+    if key is not None:
+        return key
     return tuple([(c.name, tuple(c.resources.requests.items()) if c.resources is not None and c.resources.requests else (),
                    tuple(c.resources.limits.items()) if c.resources is not None and c.resources.limits else (),
                    getattr(c, "restart_policy", None))

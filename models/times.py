@@ -23,7 +23,11 @@ class KubeTime(datetime):
     in Kubernetes' canonical form (`2006-01-02T15:04:05Z`).
     """
 
-    __slots__ = ("_raw",)
+    __slots__ = ("_raw", "epoch")
+
+    # `epoch`: the seconds since the epoch, set where the text is parsed: one parse serves every
+    # object of the same time (the cache below), and the scheduler orders ~100,000 pods by it
+    # (`timestamp()` per pod was ~0.1 s of a 10,000-node state build).
 
 
 _TIME_RE = re.compile(
@@ -70,7 +74,7 @@ def _parse_time(v: str) -> KubeTime:
         except ValueError:
             pass
         else:
-            t._raw = v
+            t._raw, t.epoch = v, t.timestamp()
             return t
     m = _TIME_RE.fullmatch(v)
     if m is None:
@@ -92,7 +96,7 @@ def _parse_time(v: str) -> KubeTime:
         )
     except (ValueError, OverflowError) as exc:
         raise ValueError(f"invalid RFC 3339 time {v!r}: {exc}") from None
-    t._raw = v
+    t._raw, t.epoch = v, t.timestamp()
     return t
 
 
