@@ -108,18 +108,21 @@ def pod_record(pod, shared_keys: dict[tuple, tuple]) -> PodRecord:
         request = replace(request, gpus=0)     # a reservation pod's GPU is its shared group's (7.3, 7.6)
     status, node = static_status(pod)
     pk = predicate_key(pod.spec, labels, meta.namespace or "default")
+    # positional, in PodRecord's field order (named in the comments): keywords cost ~1.9 us more a
+    # pod, 0.2 s at 10,000 nodes
     return PodRecord(
-        uid=meta.uid or meta.name, name=meta.name, namespace=meta.namespace or "default",
-        bind_key=(meta.namespace or "", meta.name), status=status, node=node,
-        gated=bool(pod.spec.scheduling_gates), request=request,
-        gpu_groups=gpu_groups_of(labels),
-        group=annotations.get(POD_GROUP_ANNOTATION), subgroup=labels.get(SUBGROUP_LABEL),
-        order_key=task_order_key(pod), predicate_key=shared_keys.setdefault(pk, pk),
-        nominated_node=(pod.status.nominated_node_name if pod.status else None),
-        scheduler_name=pod.spec.scheduler_name or "default-scheduler",
-        utility=labels.get("app") in UTILITY_APPS,
-        # a legacy MIG annotation is always one of the request's problems (resources._sharing_problems)
-        legacy_mig=bool(request.problems) and legacy_mig(annotations), pod=pod)
+        meta.uid or meta.name, meta.name, meta.namespace or "default",          # uid, name, namespace
+        (meta.namespace or "", meta.name), status, node,                        # bind_key, status, node
+        bool(pod.spec.scheduling_gates), request, gpu_groups_of(labels),         # gated, request, gpu_groups
+        annotations.get(POD_GROUP_ANNOTATION), labels.get(SUBGROUP_LABEL),      # group, subgroup
+        task_order_key(pod), shared_keys.setdefault(pk, pk),                    # order_key, predicate_key
+        pod.status.nominated_node_name if pod.status else None,                 # nominated_node
+        pod.spec.scheduler_name or "default-scheduler",                         # scheduler_name
+        labels.get("app") in UTILITY_APPS,                                      # utility
+        # legacy_mig: such an annotation is always one of the request's problems
+        # (resources._sharing_problems)
+        bool(request.problems) and legacy_mig(annotations),
+        pod)
 
 
 def gpu_groups_of(labels: dict[str, str]) -> tuple[str, ...]:
@@ -227,16 +230,19 @@ def group_record(pg) -> GroupRecord:
     annotations = pg.metadata.annotations or {}
     stale = annotation_time(pg, annotations, STALE_ANNOTATION, "treated as unset", warnings)
     last = annotation_time(pg, annotations, LAST_START_ANNOTATION, "the job is not protected by min-runtime", warnings)
+    meta = pg.metadata
+    if spec is None:
+        queue, priority_class, preemptibility, constraint, subs = "", None, "", None, ()
+    else:
+        queue, priority_class, preemptibility = spec.queue or "", spec.priority_class_name, spec.preemptibility or ""
+        constraint, subs = spec.topology_constraint, spec.sub_groups or ()
+    names_topology = any(c is not None and bool(c.topology)
+                         for c in (constraint, *(s.topology_constraint for s in subs)))
+    # positional, in GroupRecord's field order (as for PodRecord: keywords cost more per object)
     return GroupRecord(
-        name=pg.metadata.name, namespace=pg.metadata.namespace or "default", uid=pg.metadata.uid or "",
-        queue=(spec.queue or "") if spec is not None else "",
-        priority_class=spec.priority_class_name if spec is not None else None,
-        preemptibility=(spec.preemptibility or "") if spec is not None else "",
-        creation=ts_key(pg.metadata.creation_timestamp), podsets=podsets, problems=tuple(problems),
-        has_sub_groups=bool(spec is not None and spec.sub_groups),
-        topology_constraint=spec.topology_constraint if spec is not None else None,
-        names_topology=spec is not None and any(
-            c is not None and bool(c.topology)
-            for c in [spec.topology_constraint, *(s.topology_constraint for s in spec.sub_groups or [])]),
-        stale_since=stale, stale_annotated=STALE_ANNOTATION in annotations, last_start=last,
-        warnings=tuple(warnings), pod_group=pg)
+        meta.name, meta.namespace or "default", meta.uid or "",                 # name, namespace, uid
+        queue, priority_class, preemptibility,
+        ts_key(meta.creation_timestamp), podsets, tuple(problems),              # creation, podsets, problems
+        bool(subs), constraint, names_topology,                                 # has_sub_groups, topology_constraint
+        stale, STALE_ANNOTATION in annotations, last,                           # stale_since, stale_annotated, last_start
+        tuple(warnings), pg)                                                    # warnings, pod_group

@@ -290,12 +290,18 @@ _SHARING_KEYS = frozenset({FRACTION_ANNOTATION, GPU_MEMORY_ANNOTATION, NUM_DEVIC
 
 
 def some_key_contains(mapping: Mapping[str, str] | None, text: str) -> bool:
-    """Whether a key of the mapping contains `text`: necessary for a key to start with it, and
-    one search of the joined keys instead of a Python-level test per key (per-key scans of
-    every pod's labels and annotations were ~0.5 s of a 105,000-pod state build)."""
+    """Whether a key of the mapping contains `text`: necessary for a key to start with it. A
+    search of the joined keys where there are many (per-key scans of every pod's labels and
+    annotations, by a generator, were ~0.5 s of a 105,000-pod state build); for a few, a loop
+    of `in` tests is cheaper still (0.23 vs 0.57 us for two keys)."""
     if not mapping:
         return False
     try:
+        if len(mapping) <= 8:       # most pods' labels and annotations: a plain loop is cheaper than a join
+            for k in mapping:
+                if text in k:
+                    return True
+            return False
         return text in "\x00".join(mapping)
     except TypeError:           # a key that is not a string: test each
         return any(text in str(k) for k in mapping)

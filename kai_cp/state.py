@@ -161,10 +161,10 @@ def _make_job(g: GroupRecord, queues: dict[str, QueueInfo], prio: dict[str, int]
     podsets = g.new_podsets()
     problems = list(g.problems)
     warnings += g.warnings
-    job = JobInfo(name=g.name, namespace=g.namespace, uid=g.uid, queue=g.queue, priority=priority,
-                  preemptible=preemptible, creation=g.creation, podsets=podsets, problems=problems,
-                  topology_constraint=g.topology_constraint, pod_group=g.pod_group,
-                  stale_since=g.stale_since, stale_annotated=g.stale_annotated, last_start=g.last_start)
+    # positional, in JobInfo's field order (records.pod_record says why)
+    job = JobInfo(g.name, g.namespace, g.uid, g.queue, priority, preemptible, g.creation, podsets,
+                  problems, [], g.topology_constraint, g.pod_group, None,     # problems, notes, .., scope
+                  g.last_start, g.stale_since, g.stale_annotated)
     if not problems and g.names_topology:     # else no scope and no error (job_scopes' answer, without building it)
         job.scope, topo_errors = job_scopes(g.pod_group, podsets, trees)
         job.problems += topo_errors
@@ -288,10 +288,9 @@ def _build(loaded: LoadedSnapshot, derive: Derive) -> ClusterState:
             if not groups and bound and request.is_shared_gpu:
                 groups = br_groups
         group = rec.group
-        task = TaskInfo(uid=rec.uid, name=rec.name, namespace=rec.namespace, job=group, podset=None, status=status,
-                        node=node, request=request, order_key=rec.order_key, predicate_key=rec.predicate_key,
-                        gpu_groups=groups, nominated_node=rec.nominated_node, scheduler_name=rec.scheduler_name,
-                        utility=rec.utility, pod=pod)
+        # positional, in TaskInfo's field order: keywords cost ~1.9 us more a pod (0.2 s at 10,000 nodes)
+        task = TaskInfo(rec.uid, rec.name, rec.namespace, group, None, status, node, request, rec.order_key,
+                        rec.predicate_key, groups, rec.nominated_node, rec.scheduler_name, rec.utility, pod)
         if status in ACTIVE_USED or status == PENDING:
             k = (id(request), id(rec.predicate_key))    # requests and keys are shared: hashing them is the cost
             n = kinds.get(k)

@@ -21,7 +21,8 @@ import snapshot_builder as sb  # noqa: E402
 from kai_cp import loader, podview  # noqa: E402
 from kai_cp.jobs import ts_key  # noqa: E402
 from kai_cp.loader import load_snapshot  # noqa: E402
-from kai_cp.records import parse_rfc3339  # noqa: E402
+from kai_cp.records import group_record, parse_rfc3339, pod_record  # noqa: E402
+from kai_cp.state import build_cluster_state  # noqa: E402
 from kai_cp.resources import cached_pod_request, pod_request  # noqa: E402
 from models.times import parse_time  # noqa: E402
 from view_checks import assert_same_load  # noqa: E402
@@ -121,3 +122,45 @@ def test_annotation_times_read_the_same_on_every_call():
     assert parse_rfc3339("2025-05-30T15:49:32Z") == datetime(2025, 5, 30, 15, 49, 32, tzinfo=timezone.utc).timestamp()
     assert parse_rfc3339("yesterday") is None and parse_rfc3339("2025-13-01T00:00:00Z") is None
     assert parse_rfc3339(5) is None
+
+
+@pytest.mark.parametrize("views", [True, False])
+def test_records_and_jobs_hold_each_value_under_its_own_name(tmp_path, views):
+    """The hot records are built positionally (records.pod_record says why): each value must
+    land in its own field, whatever the fields' order."""
+    pg = sb.podgroup("g", queue="q", namespace="ns", preemptibility="non-preemptible", created=7,
+                     spec_extra={"topologyConstraint": {"topology": "t", "requiredTopologyLevel": "rack"}})
+    pg["metadata"]["annotations"] = {"kai.scheduler/last-start-timestamp": sb.ts(50),
+                                     "kai.scheduler/stale-podgroup-timestamp": sb.ts(60)}
+    pod = sb.pod("p", "g", namespace="ns", phase="Pending", created=9, scheduler="kai-scheduler",
+                 labels={"kai.scheduler/subgroup-name": "sub", "runai-gpu-group": "gg", "app": "scaling-pod"},
+                 gates=["wait"], uid="uid-p")
+    pod["status"]["nominatedNodeName"] = "n0"
+    path = sb.write(tmp_path / "snap.json", sb.snapshot(nodes=[sb.node("n0")], podgroups=[pg], pods=[pod]))
+    loaded = load_snapshot(path, views=views)
+    rec = pod_record(loaded.snapshot.raw_objects.pods[0], {})
+    assert (rec.uid, rec.name, rec.namespace, rec.bind_key, rec.status, rec.node) == \
+        ("uid-p", "p", "ns", ("ns", "p"), None, None)
+    assert (rec.gated, rec.gpu_groups, rec.group, rec.subgroup, rec.nominated_node, rec.scheduler_name) == \
+        (True, ("gg",), "g", "sub", "n0", "kai-scheduler")
+    assert (rec.utility, rec.legacy_mig, rec.request.cpu, rec.order_key[3]) == (True, False, 1000, parse_time(sb.ts(9)).epoch)
+    assert rec.pod is loaded.snapshot.raw_objects.pods[0] and rec.predicate_key[0] == ()
+    g = group_record(loaded.snapshot.raw_objects.pod_groups[0])
+    assert (g.name, g.namespace, g.uid, g.queue, g.priority_class, g.preemptibility) == \
+        ("g", "ns", "uid-pg-g", "q", "train", "non-preemptible")
+    assert (g.creation, g.podsets, g.problems, g.has_sub_groups, g.names_topology) == \
+        (parse_time(sb.ts(7)).epoch, (("default", 1),), (), False, True)
+    assert g.topology_constraint.topology == "t" and g.pod_group is loaded.snapshot.raw_objects.pod_groups[0]
+    assert (g.stale_since, g.stale_annotated, g.last_start, g.warnings) == \
+        (parse_time(sb.ts(60)).epoch, True, parse_time(sb.ts(50)).epoch, ())
+    state = build_cluster_state(loaded)
+    job = state.jobs["g"]
+    assert (job.name, job.namespace, job.uid, job.queue, job.preemptible, job.creation) == \
+        ("g", "ns", "uid-pg-g", "q", False, g.creation)
+    assert (job.last_start, job.stale_since, job.stale_annotated, job.notes) == (g.last_start, g.stale_since, True, [])
+    assert job.pod_group is g.pod_group and job.topology_constraint is g.topology_constraint
+    [task] = job.podsets["default"].tasks
+    assert (task.uid, task.name, task.namespace, task.job, task.podset, task.node, task.nominated_node) == \
+        ("uid-p", "p", "ns", "g", "default", None, "n0")
+    assert (task.status, task.request, task.gpu_groups, task.scheduler_name, task.utility, task.key) == \
+        ("Gated", rec.request, ("gg",), "kai-scheduler", True, "ns/p")
