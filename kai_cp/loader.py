@@ -36,7 +36,7 @@ import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 
 from models.kinds import RAW_OBJECT_KINDS, RawKindInfo
 
@@ -302,7 +302,8 @@ def _plain_json(data: Any) -> Any:
 
 def _decode_with_views_json(payload: bytes) -> Optional[dict[str, Any]]:
     """The document as `_parse_json` gives it, except that the rawObjects lists of the kinds
-    with views (kai_cp/objectviews.VIEW_TYPES) stay JSON (`_ViewsJSON`). None where the document
+    with views (kai_cp/objectviews.VIEW_TYPES) are views already (`_DecodedViews`, where one pass
+    over the payload vouches for every object) or stay JSON (`_ViewsJSON`). None where the document
     is not of the usual form (not JSON msgspec reads, unknown top-level keys, rawObjects not an
     object): the caller then parses it the ordinary way, which gives the same document or the
     same error.
@@ -325,18 +326,32 @@ def _decode_with_views_json(payload: bytes) -> Optional[dict[str, Any]]:
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
         # (nested past msgspec's depth, inside a pod as at the top: the ordinary parse says so)
         return None
+
+    def lists(value: dict[str, Any]) -> dict[str, Any]:
+        raw: dict[str, Any] = {}
+        for kind, item in value.items():
+            # A list of a kind with views stays JSON; anything else is parsed (and checked).
+            is_list = bytes(memoryview(item)[:1]) == b"["
+            raw[kind] = _ViewsJSON(item) if kind in VIEW_TYPES and is_list else _plain_json(item)
+        return raw
+
+    return _top_level(envelope, lists)
+
+
+def _top_level(decoded: Any, lists: Callable[[Any], Optional[dict[str, Any]]]) -> Optional[dict[str, Any]]:
+    """The document from a decoded top level (podview.SnapshotEnvelope or objectviews'
+    whole-snapshot struct): the keys present, rawObjects read by `lists` (None: not this way)."""
+    import msgspec
+
     doc: dict[str, Any] = {}
     for key in ("config", "schedulerParams", "rawObjects", "discovery"):
-        value = getattr(envelope, key)
+        value = getattr(decoded, key)
         if value is msgspec.UNSET:
             continue
         if key == "rawObjects" and value is not None:
-            raw: dict[str, Any] = {}
-            for kind, item in value.items():
-                # A list of a kind with views stays JSON; anything else is parsed (and checked).
-                is_list = bytes(memoryview(item)[:1]) == b"["
-                raw[kind] = _ViewsJSON(item) if kind in VIEW_TYPES and is_list else _plain_json(item)
-            value = raw
+            value = lists(value)
+            if value is None:
+                return None
         doc[key] = value
     return doc
 
@@ -354,27 +369,23 @@ def _decode_views_at_once(payload: bytes) -> Optional[dict[str, Any]]:
         whole = whole_snapshot_decoder().decode(payload)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
         return None
-    doc: dict[str, Any] = {}
-    for key in ("config", "schedulerParams", "rawObjects", "discovery"):
-        value = getattr(whole, key)
-        if value is msgspec.UNSET:
-            continue
-        if key == "rawObjects" and value is not None:
-            raw: dict[str, Any] = {}
-            for info in RAW_OBJECT_KINDS:
-                item = getattr(value, info.key)
-                if item is msgspec.UNSET:
-                    continue
-                if info.key in VIEW_TYPES and item is not None:
-                    if not _views_stand(info, item):
-                        return None
-                    item = _DecodedViews(item)
-                elif item is not None and not (isinstance(item, list) and all(isinstance(o, dict) for o in item)):
-                    return None     # a list the loader reports on: in the document's order, by the other path
-                raw[info.key] = item
-            value = raw
-        doc[key] = value
-    return doc
+
+    def lists(value: Any) -> Optional[dict[str, Any]]:
+        raw: dict[str, Any] = {}
+        for info in RAW_OBJECT_KINDS:
+            item = getattr(value, info.key)
+            if item is msgspec.UNSET:
+                continue
+            if info.key in VIEW_TYPES and item is not None:
+                if not _views_stand(info, item):
+                    return None
+                item = _DecodedViews(item)
+            elif item is not None and not (isinstance(item, list) and all(isinstance(o, dict) for o in item)):
+                return None     # a list the loader reports on: in the document's order, by the other path
+            raw[info.key] = item
+        return raw
+
+    return _top_level(whole, lists)
 
 
 def _views_stand(info: RawKindInfo, views: list[Any]) -> bool:
