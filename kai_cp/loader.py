@@ -278,7 +278,8 @@ class _ViewsJSON(list):  # type: ignore[type-arg]
 
 
 class _DecodedViews(_ViewsJSON):
-    """A rawObjects list already decoded into views that stand as they are (`_views_stand`)."""
+    """A rawObjects list already decoded into views that stand as they are (`_views_stand`); a
+    `_ViewsJSON` still, so the load is one of views either way."""
 
     def __init__(self, views: list[Any]) -> None:
         super().__init__(None)

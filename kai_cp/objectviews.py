@@ -14,6 +14,7 @@ on a model and on a view. tests/test_objectviews.py holds the two paths side by 
 
 # No `from __future__ import annotations` here: msgspec then reads the types as they are instead
 # of evaluating each annotation string when it builds a decoder (~4 ms of every start).
+import functools
 import math
 from dataclasses import dataclass, field as dataclass_field
 from typing import Any, ClassVar, Optional, Union
@@ -257,30 +258,25 @@ VIEW_TYPES: dict[str, type] = {
 }
 
 
+@functools.cache
 def whole_snapshot_decoder() -> msgspec.json.Decoder:
     """A decoder of a whole snapshot in one pass: each rawObjects list of a kind with views as
     a list of them, every other known list as plain JSON. Unknown keys (top-level or in
     rawObjects) and any object a view refuses fail the decode: the loader then takes the
     list-by-list path, which reports them. One pass instead of the envelope's scan of the whole
     document and then one decode per list: ~0.35 s of a 10,000-node load (issue 9)."""
-    global _WHOLE
-    if _WHOLE is None:
-        from models.kinds import RAW_OBJECT_KINDS
-        lists = msgspec.defstruct(
-            "RawObjectsViews",
-            [(i.key, Optional[list[VIEW_TYPES[i.key]]] if i.key in VIEW_TYPES else Any, msgspec.UNSET)
-             for i in RAW_OBJECT_KINDS],
-            forbid_unknown_fields=True)
-        whole = msgspec.defstruct(
-            "SnapshotViews",
-            [("config", Any, msgspec.UNSET), ("schedulerParams", Any, msgspec.UNSET),
-             ("rawObjects", Optional[lists], msgspec.UNSET), ("discovery", Any, msgspec.UNSET)],
-            forbid_unknown_fields=True)
-        _WHOLE = msgspec.json.Decoder(whole)
-    return _WHOLE
-
-
-_WHOLE: Optional[msgspec.json.Decoder] = None
+    from models.kinds import RAW_OBJECT_KINDS
+    lists = msgspec.defstruct(
+        "RawObjectsViews",
+        [(i.key, Optional[list[VIEW_TYPES[i.key]]] if i.key in VIEW_TYPES else Any, msgspec.UNSET)
+         for i in RAW_OBJECT_KINDS],
+        forbid_unknown_fields=True)
+    whole = msgspec.defstruct(
+        "SnapshotViews",
+        [("config", Any, msgspec.UNSET), ("schedulerParams", Any, msgspec.UNSET),
+         ("rawObjects", Optional[lists], msgspec.UNSET), ("discovery", Any, msgspec.UNSET)],
+        forbid_unknown_fields=True)
+    return msgspec.json.Decoder(whole)
 
 
 def decoders(key: str) -> tuple[msgspec.json.Decoder, msgspec.json.Decoder]:

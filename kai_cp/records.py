@@ -118,11 +118,7 @@ def pod_record(pod, shared_keys: dict[tuple, tuple]) -> PodRecord:
         task_order_key(pod), shared_keys.setdefault(pk, pk),                    # order_key, predicate_key
         pod.status.nominated_node_name if pod.status else None,                 # nominated_node
         pod.spec.scheduler_name or "default-scheduler",                         # scheduler_name
-        labels.get("app") in UTILITY_APPS,                                      # utility
-        # legacy_mig: such an annotation is always one of the request's problems
-        # (resources._sharing_problems)
-        bool(request.problems) and legacy_mig(annotations),
-        pod)
+        labels.get("app") in UTILITY_APPS, legacy_mig(annotations), pod)         # utility, legacy_mig, pod
 
 
 def gpu_groups_of(labels: dict[str, str]) -> tuple[str, ...]:
@@ -227,10 +223,10 @@ def group_record(pg) -> GroupRecord:
     spec = pg.spec
     podsets, problems = podsets_of(pg)
     warnings: list[ObjectWarning] = []
-    annotations = pg.metadata.annotations or {}
+    meta = pg.metadata
+    annotations = meta.annotations or {}
     stale = annotation_time(pg, annotations, STALE_ANNOTATION, "treated as unset", warnings)
     last = annotation_time(pg, annotations, LAST_START_ANNOTATION, "the job is not protected by min-runtime", warnings)
-    meta = pg.metadata
     if spec is None:
         queue, priority_class, preemptibility, constraint, subs = "", None, "", None, ()
     else:
