@@ -148,7 +148,8 @@ class Fitter:
         self.max_alloc, self.has, self.synced = arrays.max_alloc, arrays.has, arrays.synced
         self._subsets: dict[tuple, np.ndarray] = {}
         self._pruned = False                          # a subset lost nodes since forget_pruned
-        self._within_memo: tuple[np.ndarray | None, dict[int, tuple[np.ndarray, np.ndarray]]] = (None, {})
+        # the node set `within` last narrowed to: (its mask, its nodes, node list id -> (list, narrowed))
+        self._within_memo: tuple = (None, None, {})
         self._pre_ok: dict[int, object] = {}         # id(request) -> request, for requests that pass
         self.pod_affinity_scoring = "podaffinity" in state.config.plugins    # off in KAI's default config
         self.types = types_of(state)
@@ -274,13 +275,31 @@ class Fitter:
         same lists of thousands of nodes to the set's few."""
         if allowed.flags.writeable:
             return nodes[allowed[nodes]]
+        memo = self._memo(allowed)
+        hit = memo[2].get(id(nodes))
+        if hit is None or hit[0] is not nodes:     # (the memo holds `nodes`: its id stays its own)
+            idx = memo[1]
+            if 4 * len(idx) < len(nodes):
+                # a domain's few nodes looked up in the (ascending, distinct) list, not the list's
+                # thousands gathered from the mask: the same nodes, in the same order
+                pos = np.searchsorted(nodes, idx)
+                pos = pos[pos < len(nodes)]
+                narrowed = nodes.take(pos)
+                narrowed = narrowed[narrowed == idx[:len(pos)]] if len(pos) else narrowed
+            else:
+                narrowed = nodes[allowed[nodes]]
+            hit = memo[2][id(nodes)] = (nodes, narrowed)
+        return hit[1]
+
+    def _memo(self, allowed: np.ndarray) -> tuple:
         memo = self._within_memo
         if memo[0] is not allowed:
-            memo = self._within_memo = (allowed, {})
-        hit = memo[1].get(id(nodes))
-        if hit is None or hit[0] is not nodes:     # (the memo holds `nodes`: its id stays its own)
-            hit = memo[1][id(nodes)] = (nodes, nodes[allowed[nodes]])
-        return hit[1]
+            memo = self._within_memo = (allowed, np.flatnonzero(allowed), {})
+        return memo
+
+    def set_nodes(self, allowed: np.ndarray) -> np.ndarray:
+        """`np.flatnonzero(allowed)`, kept with `within`'s memo for a read-only (node set's) mask."""
+        return self._memo(allowed)[1] if not allowed.flags.writeable else np.flatnonzero(allowed)
 
     def on_shared_gpu(self, sub: np.ndarray) -> np.ndarray:
         """Nodes with a shared GPU that a task needing no GPU memory "fits on" (7.2's fits_on_group
@@ -341,7 +360,7 @@ class Fitter:
 
     def failure_reasons(self, task: TaskInfo, allowed: np.ndarray | None = None) -> Counter:
         """Per-node first failure, counted (the summary KAI prints for a task), over `allowed` nodes."""
-        idx = np.flatnonzero(allowed) if allowed is not None else None
+        idx = self.set_nodes(allowed) if allowed is not None else None
         return self.reason_counts(task, self.session.free, idx, idx)
 
     def reason_counts(self, task: TaskInfo, free: np.ndarray, rows: np.ndarray | None,
@@ -375,7 +394,7 @@ class PendingReasons:
 
     def __init__(self, fitter: Fitter, task: TaskInfo, allowed: np.ndarray):
         self.fitter, self.task = fitter, task
-        self.idx = np.flatnonzero(allowed)
+        self.idx = fitter.set_nodes(allowed)
         self.free = fitter.session.free[self.idx]
 
     def text(self) -> str:
