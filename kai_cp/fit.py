@@ -13,6 +13,7 @@ import numpy as np
 
 from kai_cp.jobs import TaskInfo
 from kai_cp.mig import types_of
+from kai_cp.nodes import GPU_COL
 from kai_cp.pod_affinity import preferred_scores
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
@@ -21,7 +22,6 @@ from kai_cp.volumes import PLUGIN as VOLUME_PLUGIN
 _RESOURCE_REASON = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "memory"}
 NO_NODES_HEADER = "no nodes with enough resources were found"
 SHARING_ORDER_SCORE = 1000.0       # gpusharingorder (5.4)
-_GPU = 2                           # the node table's GPU column
 # Fitter.choose finds a whole-GPU task's node among those with the fewest free GPUs where that is
 # KAI's order (Fitter._least_free_decides); False: it scores every fitting node (tests compare).
 LEAST_FREE = True
@@ -124,7 +124,7 @@ def _node_arrays(state: ClusterState) -> _NodeArrays:
             max_alloc=t.allocatable.max(axis=0) if len(state.nodes) else np.zeros(len(t.resources), dtype=np.int64),
             has={col: np.nonzero(t.allocatable[:, col] > 0)[0] for col in (0, 2)},
             synced=np.array([n.gpu_memory_synced for n in state.nodes], dtype=bool),
-            gpu_bounded=bool((t.free[:, _GPU] <= t.allocatable[:, _GPU]).all()))
+            gpu_bounded=bool((t.free[:, GPU_COL] <= t.allocatable[:, GPU_COL]).all()))
         for a in (*cached[:4], *cached.has.values(), cached.synced):
             if a.base is None:          # made here (not a view of the table's)
                 a.flags.writeable = False
@@ -259,20 +259,21 @@ class Fitter:
         lo)), distinct for distinct GPU counts), so the best node is the fitting one with the
         fewest free GPUs, ties by name: found from the few nodes with the fewest, not by scoring
         the thousands that fit (~60% of a single pod's choice at 10,000 nodes)."""
-        return (LEAST_FREE and vec[_GPU] > 0 and task.request.needs_gpu and not task.request.best_effort and not task.nominated_node
+        r = task.request
+        return (LEAST_FREE and vec[GPU_COL] > 0 and r.needs_gpu and not r.best_effort and not task.nominated_node
                 and not self.session.releasing_nodes and not self.pod_affinity_scoring
                 and self.state.config.gpu_placement != "spread" and self.gpu_bounded)
 
     def _least_free(self, task: TaskInfo, vec: np.ndarray, sub: np.ndarray) -> tuple[int | None, bool]:
         s = self.session
-        free_gpu = s.free[:, _GPU].take(sub)
-        ok = free_gpu >= vec[_GPU]
+        free_gpu = s.free[:, GPU_COL].take(sub)
+        ok = free_gpu >= vec[GPU_COL]
         self._prune(task, vec, sub, ok)     # short of GPUs now: never a fit again in this action
         cand = np.flatnonzero(ok)
         if not len(cand):
             return None, False
         others = vec.copy()
-        others[_GPU] = 0
+        others[GPU_COL] = 0
         counts = free_gpu.take(cand)
         while len(cand):
             fewest = counts == counts.min()

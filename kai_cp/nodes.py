@@ -22,6 +22,7 @@ DEFAULT_GPU_MEMORY = 100
 MAX_DEVICE_MEMORY = 1 << 32
 _PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 BASE = ("cpu", "memory", "gpu", "pods")
+GPU_COL = BASE.index("gpu")          # the node table's GPU column
 
 
 @dataclass

@@ -12,12 +12,12 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from kai_cp.jobs import JobInfo, TaskInfo
+from kai_cp.nodes import GPU_COL
 from kai_cp.session import Session
 from kai_cp.state import ClusterState
 from kai_cp.topology import ROOT, Constraint, Scope, TopologyTree, pinned_domains
 
 MISSING_RESOURCE_RATIO = 1000.0
-_GPU_COL = 2
 
 
 class NodeSet:
@@ -359,19 +359,19 @@ def _shortfall(view: DomainView, c: Constraint, level: int, domains: np.ndarray 
     level = max(level, c.highest)
     label = "the whole topology" if level == ROOT else f"one {tree.levels[level]}"
     pods = view.pod_counts(level)
-    if pods is not None and view.demand[_GPU_COL] > 0:
-        sums = view.sums(level)[:, _GPU_COL]
+    if pods is not None and view.demand[GPU_COL] > 0:
+        sums = view.sums(level)[:, GPU_COL]
         best = int(sums.max()) if len(sums) else 0
         best_pods = int(pods.max()) if len(pods) else 0
-        return (f"needs {label} with {view.n_tasks} pods and {int(view.demand[_GPU_COL])} GPUs free; the largest has "
+        return (f"needs {label} with {view.n_tasks} pods and {int(view.demand[GPU_COL])} GPUs free; the largest has "
                 f"{best} GPUs free and room for {best_pods} of the pods")
     if pods is not None:
         best_pods = int(pods.max()) if len(pods) else 0
         return f"needs {label} with room for {view.n_tasks} pods; the largest has room for {best_pods}"
-    if view.demand[_GPU_COL] > 0:
-        sums = view.sums(level)[:, _GPU_COL]
+    if view.demand[GPU_COL] > 0:
+        sums = view.sums(level)[:, GPU_COL]
         best = int(sums.max()) if len(sums) else 0
-        return f"needs {label} with {int(view.demand[_GPU_COL])} GPUs free; the largest has {best}"
+        return f"needs {label} with {int(view.demand[GPU_COL])} GPUs free; the largest has {best}"
     return fallback
 
 

@@ -79,10 +79,16 @@ def pair_counts(pair_class: np.ndarray, pair_node: np.ndarray, greedy_nodes: dic
     return out
 
 
+_NO_BOUND = np.iinfo(np.int64).max // 4        # the bound of a request of nothing
+
+
 def _per_node_bound(free: np.ndarray, vec: np.ndarray) -> np.ndarray:
+    """Copies of the request each row of `free` holds; `vec` one request, or one per row."""
+    if vec.ndim == 2:
+        return np.where(vec > 0, free // np.maximum(vec, 1), _NO_BOUND).min(axis=1)
     need = vec > 0
     if not need.any():
-        return np.full(free.shape[0], np.iinfo(np.int64).max // 4, dtype=np.int64)
+        return np.full(free.shape[0], _NO_BOUND, dtype=np.int64)
     return (free[:, need] // vec[need]).min(axis=1)
 
 
@@ -360,14 +366,10 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
             # Greedy's nodes alone: their count is known now, their bounds are worked out for
             # every such class at once below (per class they were ~40% of a lean model's
             # selection at 10,000 nodes, where most classes are past the pair budget).
-            chosen = np.array(sorted(set(nodes)), dtype=np.int64)
-            used += len(chosen)
-            deferred.append((len(cls_out), c, chosen, reach))
-            cls_out.append(np.full(len(chosen), c.index, dtype=np.int64))
-            node_out.append(chosen)
-            ub_out.append(chosen)       # a placeholder of the right length: _own_bounds fills it
-            return
-        chosen, sel_ub = _own_pairs(state, c, nodes, walk.get(c.index), reach, memo)
+            chosen, sel_ub = np.array(sorted(set(nodes)), dtype=np.int64), None
+            deferred.append((len(ub_out), c, chosen, reach))
+        else:
+            chosen, sel_ub = _own_pairs(state, c, nodes, walk.get(c.index), reach, memo)
         used += len(chosen)
         cls_out.append(np.full(len(chosen), c.index, dtype=np.int64))
         node_out.append(chosen)
@@ -454,9 +456,6 @@ def _select(state: ClusterState, greedy: GreedyResult, classes: list[PodClass], 
     return np.concatenate(cls_out), np.concatenate(node_out), np.concatenate(ub_out)
 
 
-_NO_BOUND = np.iinfo(np.int64).max // 4        # _per_node_bound of a request of nothing
-
-
 def _own_bounds(state: ClusterState, owned: list[tuple[int, PodClass, np.ndarray, np.ndarray | None]],
                 memo: _Memo) -> list[np.ndarray]:
     """_own_pairs' bounds for classes on greedy's nodes alone, all at once: per pair the pods of
@@ -469,9 +468,7 @@ def _own_bounds(state: ClusterState, owned: list[tuple[int, PodClass, np.ndarray
     for (_, _, n, reach), at in zip(owned, starts.tolist()):
         if reach is not None:
             free[at:at + len(n)] += reach[n]
-    vecs = np.repeat(np.stack([c.vec for _, c, _, _ in owned]), counts, axis=0)
-    need = vecs > 0
-    bound = np.where(need, free // np.maximum(vecs, 1), _NO_BOUND).min(axis=1)
+    bound = _per_node_bound(free, np.repeat(np.stack([c.vec for _, c, _, _ in owned]), counts, axis=0))
     bound = np.minimum(bound, np.repeat(np.array([c.size for _, c, _, _ in owned], dtype=np.int64), counts))
     out = []
     for (_, c, n, _), at in zip(owned, starts.tolist()):
