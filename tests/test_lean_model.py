@@ -194,17 +194,40 @@ def test_no_lean_model_where_greedys_modelled_evictions_would_be_lost() -> None:
     assert "modelScope" not in out["cycle"] and out["evictions"] == greedy["evictions"]
 
 
-def test_a_lean_solution_left_no_time_to_decode_falls_back_within_the_limit() -> None:
-    """The lean model's solver may run into the time decoding needs (only greedy's own
-    allocation is then sure to be usable): a better solution found then is not decoded past the
-    limit, the cycle returns greedy's."""
+def test_a_lean_solution_found_past_the_time_to_decode_leaves_greedys_allocation_feasible() -> None:
+    """The lean model's solver may run past the time decoding needs (only greedy's own
+    allocation is then sure to be usable, here from the start: decoding is made to need 10 s).
+    A better solution found after that point is not decoded past the limit: the cycle returns
+    greedy's whole cycle as the model's best within the time it had, FEASIBLE, as where the
+    search ends there with nothing better; the better objective is reported beside it. Where the
+    better solution came before that point (here: the outcome's flag cleared) and still cannot be
+    decoded in time, the cycle falls back."""
+    import kai_cp.model.solve as solve_module
+
     doc = fragmented_cluster()
+    greedy = run(doc, "greedy").to_json()      # greedy's whole cycle: its consolidation's move included
     with full_build_too_slow(), mock.patch.object(cycle_mod, "decode_reserve", lambda ctx: 10.0):
+        out = run(doc).to_json()
+    c = out["cycle"]
+    assert c["status"] == "FEASIBLE" and c["modelScope"] == "lean" and c["wallSeconds"] < 1.0, c
+    assert c["objective"] == c["greedyObjective"] and "fallbackReason" not in c
+    better = float(c["solution"].split("objective ")[1].split(")")[0])
+    assert better > c["greedyObjective"] and "was found after it" in c["solution"]
+    assert (out["binds"], out["pipelined"], out["evictions"]) == \
+        (greedy["binds"], greedy["pipelined"], greedy["evictions"])
+
+    real = solve_module.solve
+
+    def in_time(*args, **kwargs):
+        outcome = real(*args, **kwargs)
+        outcome.late = False
+        return outcome
+    with full_build_too_slow(), mock.patch.object(cycle_mod, "decode_reserve", lambda ctx: 10.0), \
+            mock.patch.object(solve_module, "solve", in_time):
         out = run(doc).to_json()
     c = out["cycle"]
     assert c["status"] == "FALLBACK" and c["fallbackReason"] == "no time was left to decode the model's decisions"
     assert c["modelScope"] == "lean" and c["wallSeconds"] < 1.0
-    greedy = run(doc, "greedy").to_json()      # greedy's whole cycle: its consolidation's move included
     assert (out["binds"], out["pipelined"], out["evictions"]) == \
         (greedy["binds"], greedy["pipelined"], greedy["evictions"])
 

@@ -28,6 +28,9 @@ class SolveOutcome:
     counts: np.ndarray | None         # solution value per pair, None without a solution
     wall_seconds: float
     log: str = ""
+    # the search ended on the first solution better than `floor` found past `improve_by`: until
+    # then none better was found, so the floor's (greedy's allocation) was the best in that time
+    late: bool = False
 
 
 FIRST_PASS_SHARE = 0.3     # of the deterministic time, for the single-worker pass before several workers
@@ -55,10 +58,12 @@ class _StopOnceImproved(cp_model.CpSolverSolutionCallback):
 
     def __init__(self, solver: cp_model.CpSolver, at: float, floor: float) -> None:
         super().__init__()
-        self.solver, self.at, self.floor, self.improved = solver, at, floor, False
+        self.solver, self.at, self.floor, self.improved, self.late = solver, at, floor, False, False
 
     def on_solution_callback(self) -> None:
         if self.objective_value > self.floor:
+            if not self.improved and time.perf_counter() >= self.at:
+                self.late = True
             self.improved = True
             if time.perf_counter() >= self.at:
                 self.stop_search()
@@ -153,5 +158,6 @@ def solve(ctx: ModelContext, budget: float, seed: int, workers: int, log: bool =
         if keep_solution:
             variables = [ctx.model.get_int_var_from_proto_index(i) for i in range(len(ctx.model.proto.variables))]
             ctx.__dict__["_last_solution"] = [(v, int(solver.value(v))) for v in variables]
-        return SolveOutcome(name, solver.objective_value, solver.best_objective_bound, counts, wall, "\n".join(lines))
+        return SolveOutcome(name, solver.objective_value, solver.best_objective_bound, counts, wall, "\n".join(lines),
+                            late=watch is not None and watch.late)
     return SolveOutcome(name, None, None, None, wall, "\n".join(lines))
