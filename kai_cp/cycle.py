@@ -306,10 +306,11 @@ def _run(state: ClusterState, settings: CycleSettings) -> CycleResult:
     full = greedy
 
     def kais(engine: str, status: str, objective: float | None = None, bound: float | None = None,
-             log: str = "") -> CycleResult:
+             log: str = "", resume: bool = False) -> CycleResult:
         """KAI's decisions as the cycle's: a fallback (its search resumed), or the model's answer
-        where it is theirs."""
-        if status == "FALLBACK":
+        where it is theirs (`resume`: its search resumed too, as where the cycle would otherwise
+        have fallen back)."""
+        if status == "FALLBACK" or resume:
             resume_search(state, full, settings.time_limit, end, stats)
         return CycleResult(state, full.session, full, engine, status, objective, bound, time.perf_counter() - t0,
                            settings, stats, log, actions=full.actions)
@@ -403,31 +404,46 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
             stats["evictionsBy"] += ", with the time the lean model leaves"
         greedy = greedy.alone or run_greedy(state, now, evictions=False)
         lean_after = 0.0
+    # Where KAI's eviction actions made evictions the full model decides, a lean model (which has
+    # no eviction variables) cannot take their decisions as its hint: where the full model would
+    # not end in time, the lean one is built on allocate's decisions, kept before the actions ran,
+    # and the actions run again on its answer, as after a fixed model squeezed lean; its answer
+    # where it is allocate's is KAI's whole cycle, its search resumed as a fallback's would be
+    # (bench_scale's 1,000 nodes: the hint's search evicted 6 pods, and the cycle fell back
+    # without a model).
+    lean_hint = greedy.alone if lean_after is None and not fixed else None
     t1 = time.perf_counter()
     deadline = _build_deadline(t0, settings.time_limit, after_model, greedy)
-    if no_time_to_build(t1, greedy):
-        stats["fallbackReason"] = too_little
-        return kais("greedy", "FALLBACK")
     # A lean model's allocation needs decoding and KAI's eviction actions after it only where it
     # is not greedy's own (which the solver then proved best, or found nothing above): when no
     # time is left for them then, greedy's cycle is returned. So its build may run until the solver
     # could still get MIN_SOLVE_SECONDS.
-    lean_deadline = None if lean_after is None else t0 + settings.time_limit - MIN_SOLVE_SECONDS - DECODE_RESERVE
+    lean_deadline = (None if lean_after is None and lean_hint is None
+                     else t0 + settings.time_limit - MIN_SOLVE_SECONDS - DECODE_RESERVE)
+    if no_time_to_build(t1, greedy):
+        stats["fallbackReason"] = too_little
+        return kais("greedy", "FALLBACK")
     try:
         ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit),
-                          evictions=not fixed, deadline=deadline, lean_deadline=lean_deadline, lean=squeezed)
+                          evictions=not fixed, deadline=deadline, lean_deadline=lean_deadline, lean=squeezed,
+                          lean_hint=lean_hint)
     except (OverflowError, BuildTimeout) as e:   # objective not exact in a double, or out of time
         stats["fallbackReason"] = str(e)
         stats["buildSeconds"] = round(time.perf_counter() - t1, 6)
         return kais("greedy", "FALLBACK")
     t_build = time.perf_counter() - t1
     lean = bool(ctx.extensions.get("lean"))
+    rerun = ctx.greedy is not greedy         # built lean on allocate's decisions (lean_hint)
+    if rerun:
+        greedy = ctx.greedy
+        stats["evictionsBy"] = ("greedy actions after the lean model (its hint allocate's decisions: KAI's "
+                                "evictions are not lean model variables)")
     # After a lean model whose hint is allocate's decisions because KAI's eviction actions changed
     # nothing, running them again on the model's allocation is worth the time it leaves, not more:
     # the solver gets the time they took (lean_after), and they run only where it is left after
     # decoding (their earlier run's outcome explains the pending jobs otherwise). After a fixed
     # model they make evictions greedy made, and their time is kept back from the solver.
-    if lean and not fixed:
+    if lean and not fixed and not rerun:
         stats["evictionsBy"] = "greedy actions after the lean model"
     stats["modelScope"] = "lean" if lean else "full"
     greedy_objective = ctx.greedy_objective
@@ -437,7 +453,7 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
                  hint=str(ctx.extensions.get("hint", "greedy")))
     if not ctx.x:
         stats["solveSeconds"] = 0.0
-        return kais("cp-sat", "OPTIMAL", float(greedy_objective), float(greedy_objective))
+        return kais("cp-sat", "OPTIMAL", float(greedy_objective), float(greedy_objective), resume=rerun)
     keep = decode_reserve(ctx) + after_model       # decoding any solution, and the actions after it
     budget = settings.time_limit - (time.perf_counter() - t0) - keep
     improve_by = None
@@ -462,22 +478,22 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
     # the objective weighs): KAI's cycle is its decoding, eviction actions included.
     if lean and outcome.objective == greedy_objective and is_greedys(ctx, outcome.counts):
         stats["solution"] = "greedy's allocation"
-        return kais("cp-sat", outcome.status, outcome.objective, outcome.bound, outcome.log)
+        return kais("cp-sat", outcome.status, outcome.objective, outcome.bound, outcome.log, resume=rerun)
     if time.perf_counter() + keep - DECODE_RESERVE > t0 + settings.time_limit:
         if outcome.late:
             # The lean solver ran past the time decoding needs only to prove greedy's allocation
             # best; the better solution came after that time, so until then greedy's allocation
             # was the model's best, as where the search ends there without one (FEASIBLE above).
             # Falling back here labelled the same decisions worse for the search having found more
-            # (bench_scale's 10,000 nodes, 2 of 3 runs).
+            # (bench_scale's 10,000 nodes, 2 of 3 runs); KAI's search is resumed as it was then.
             stats["solution"] = ("greedy's allocation: the model's best within the time left to decode; a better "
                                  f"one (objective {outcome.objective:.17g}) was found after it")
-            return kais("cp-sat", "FEASIBLE", float(greedy_objective), outcome.bound, outcome.log)
+            return kais("cp-sat", "FEASIBLE", float(greedy_objective), outcome.bound, outcome.log, resume=True)
         stats["fallbackReason"] = "no time was left to decode the model's decisions"
         return kais("greedy", "FALLBACK", outcome.objective, outcome.bound, outcome.log)
     session = decode(ctx, outcome.counts)
     actions: dict = {}
-    if fixed or (lean and time.perf_counter() + (lean_after or 0.0) <= t0 + settings.time_limit):
+    if fixed or rerun or (lean and time.perf_counter() + (lean_after or 0.0) <= t0 + settings.time_limit):
         t = time.perf_counter()
         # The check of the decisions follows: the search stops in time for it (it ran to `end`,
         # and a 10,000-node cycle's check then took it 10-40 ms past its limit).

@@ -503,7 +503,7 @@ def test_a_build_that_passes_the_deadline_stops_and_falls_back(monkeypatch) -> N
 
     monkeypatch.setattr(build, "CONSTRAINTS", (Slow(), After()))
     monkeypatch.setattr(build.build_model, "__defaults__",
-                        (None, (Slow(), After()), build.OBJECTIVE_LEVELS, True, None, None, False))
+                        (None, (Slow(), After()), build.OBJECTIVE_LEVELS, True, None, None, False, None))
     c = Cluster().node("n1", gpus=4).queue("q").job("a", "q", gpus=2)
     res = cycle(c.doc(), "cp-sat", time_limit=0.35).to_json()
     assert res["cycle"]["engine"] == "greedy" and res["cycle"]["status"] == "FALLBACK"

@@ -163,7 +163,8 @@ def test_the_lean_model_is_chosen_where_the_full_ones_rows_would_typically_not_e
     """The start checks' least estimates decide whether a build starts at all; where a lean model
     can be built, the full one is also not started when its rows would typically take past the
     deadline (medium-s1: a full build that fit the least estimates left its solver 0.02 s and
-    fell back). Where no lean model can be built, the full one is started as before."""
+    fell back). Where KAI's actions made evictions the model decides, the lean model is built on
+    allocate's decisions."""
     c = Cluster().node("n1", gpus=4).node("n2", gpus=4).queue("q")
     c.job("a", "q", gpus=2).job("b", "q", gpus=4)
     with mock.patch.object(build, "TYPICAL_SECONDS_PER_PAIR", 1.0):        # a second per pair
@@ -174,24 +175,71 @@ def test_the_lean_model_is_chosen_where_the_full_ones_rows_would_typically_not_e
     with mock.patch.object(build, "TYPICAL_SECONDS_PER_PAIR", 0.0), mock.patch.object(build, "USEFUL_SOLVE_SECONDS", 10.0):
         assert run(c.doc()).to_json()["cycle"]["modelScope"] == "lean"
 
+    # greedy reclaims: the lean model is then built on allocate's decisions (below)
     r = Cluster().node("n1", gpus=4).queue("q", gpu=(4, -1, 1)).queue("r", gpu=(0, -1, 1))
-    r.job("run", "r", gpus=4, running_on=["n1"]).job("want", "q", gpus=4)       # greedy reclaims
+    r.job("run", "r", gpus=4, running_on=["n1"]).job("want", "q", gpus=4)
     with mock.patch.object(build, "TYPICAL_SECONDS_PER_PAIR", 1.0):
         out = run(r.doc()).to_json()
-    assert out["cycle"]["modelScope"] == "full" and out["cycle"]["status"] != "FALLBACK"
+    assert out["cycle"]["modelScope"] == "lean" and "allocate's decisions" in out["cycle"]["evictionsBy"]
+    assert out["cycle"]["status"] != "FALLBACK"
+    assert run(r.doc()).to_json()["cycle"]["modelScope"] == "full"
 
 
-def test_no_lean_model_where_greedys_modelled_evictions_would_be_lost() -> None:
-    """Greedy reclaimed a whole-GPU pod (an eviction the full model decides itself): its hint
-    is not allocate's, so no lean model; a full build that cannot fit falls back at once."""
+def test_a_lean_model_on_allocates_decisions_where_greedys_modelled_evictions_would_be_lost() -> None:
+    """Greedy reclaimed a whole-GPU pod (an eviction the full model decides itself), and the full
+    model cannot be built in time: the lean model, which has no eviction variables, is built on
+    allocate's decisions (kept before KAI's actions ran), not on greedy's. Its answer is
+    allocate's allocation (the reclaim's preemptor fits nowhere without it), so the cycle is KAI's
+    whole cycle, reclaim included, and not a fallback."""
     c = Cluster().node("n1", gpus=4).queue("q", gpu=(4, -1, 1)).queue("r", gpu=(0, -1, 1))
     c.job("run", "r", gpus=4, running_on=["n1"]).job("want", "q", gpus=4)
     greedy = run(c.doc(), "greedy").to_json()
     assert [e["action"] for e in greedy["evictions"]] == ["reclaim"], "the cluster no longer reclaims"
     with full_build_too_slow():
-        out = run(c.doc()).to_json()
-    assert out["cycle"]["status"] == "FALLBACK" and "not built within" in out["cycle"]["fallbackReason"]
-    assert "modelScope" not in out["cycle"] and out["evictions"] == greedy["evictions"]
+        res = run(c.doc())
+    out = res.to_json()
+    assert out["cycle"]["status"] in ("OPTIMAL", "FEASIBLE") and out["cycle"]["modelScope"] == "lean", out["cycle"]
+    assert "allocate's decisions" in out["cycle"]["evictionsBy"]
+    assert (out["binds"], out["pipelined"], out["evictions"]) == \
+        (greedy["binds"], greedy["pipelined"], greedy["evictions"])
+
+
+def test_kais_modelled_evictions_run_again_on_a_lean_allocation_built_on_allocates_decisions() -> None:
+    """The fragmented cluster (reclaim and preempt only: no consolidation move) beside a node
+    whose running pod KAI reclaims for another queue's job: greedy's hint holds that reclaim, so
+    the lean model is built on allocate's decisions; it moves j1 (all of j1-j3 bound, which
+    allocate's binpack does not), and KAI's eviction actions then run again on its allocation,
+    reclaiming as they did. Never less than KAI's cycle places."""
+    from kai_cp.cycle import pending_gpus_placed
+
+    c = Cluster(config=cg.placement_config(actions="allocate, reclaim, preempt"))
+    c.node("n-a", gpus=4).node("n-b", gpus=4).node("n-c", gpus=4)
+    c.queue("q", gpu=(8, -1, 1)).queue("p", gpu=(4, -1, 1)).queue("r", gpu=(0, -1, 1))
+    c.job("busy-a", "q", gpus=2, running_on=["n-a"]).job("busy-b", "q", gpus=1, running_on=["n-b"])
+    c.job("run", "r", gpus=4, running_on=["n-c"])
+    c.job("j1", "q", gpus=1).job("j2", "q", gpus=2).job("j3", "q", gpus=2).job("want", "p", gpus=4)
+    doc = c.doc()
+    greedy = run(doc, "greedy")
+    g = greedy.to_json()
+    assert [(e["pod"], e["action"]) for e in g["evictions"]] == [("default/run-0", "reclaim")], g["evictions"]
+    assert gpus_placed(doc, {**g, "pipelined": []}) == 3, "KAI's binpack choice changed"
+    calls: list[set] = []
+    real = cycle_mod.run_evictions
+
+    def recorded(state, session, now, budget=None):
+        calls.append(set(session.placements))
+        return real(state, session, now, budget)
+    with full_build_too_slow(), mock.patch.object(cycle_mod, "run_evictions", recorded):
+        res = run(doc)
+    out = res.to_json()
+    assert out["cycle"]["modelScope"] == "lean" and "allocate's decisions" in out["cycle"]["evictionsBy"], out["cycle"]
+    assert "solution" not in out["cycle"] and out["cycle"]["status"] in ("OPTIMAL", "FEASIBLE")
+    # KAI's actions ran once more, on the model's allocation (j1-j3, nothing reclaimed yet)
+    assert calls == [{"default/j1-0", "default/j2-0", "default/j3-0"}]
+    assert placed(out)["default/j1-0"] == "n-b" and gpus_placed(doc, {**out, "pipelined": []}) == 5
+    assert [(e["pod"], e["action"]) for e in out["evictions"]] == [("default/run-0", "reclaim")]
+    ours, kais = pending_gpus_placed(res.state, res.session), pending_gpus_placed(greedy.state, greedy.session)
+    assert ours[0] >= kais[0] and ours[1] > kais[1]
 
 
 def test_a_lean_solution_found_past_the_time_to_decode_leaves_greedys_allocation_feasible() -> None:

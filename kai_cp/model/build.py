@@ -82,11 +82,33 @@ class BuildTimeout(Exception):
     build would only make the cycle's fallback late."""
 
 
+class _TurnsLean(Exception):
+    """The build turns lean, and the lean model's hint is another than the full one's."""
+
+
 def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | None = None,
                 constraints: tuple[Concern, ...] = CONSTRAINTS,
                 levels: tuple[tuple[Concern, ...], ...] = OBJECTIVE_LEVELS, evictions: bool = True,
-                deadline: float | None = None, lean_deadline: float | None = None, lean: bool = False
-                ) -> ModelContext:
+                deadline: float | None = None, lean_deadline: float | None = None, lean: bool = False,
+                lean_hint: GreedyResult | None = None) -> ModelContext:
+    """_build's model. `lean_hint`: where the build turns lean (below), the lean model's hint
+    instead of `greedy`: allocate's decisions alone where KAI's eviction actions made evictions
+    the full model decides (a lean model has no eviction variables, so its hint cannot hold
+    them; KAI's actions run again on its answer, kai_cp/cycle.py). Its ctx.greedy is then that
+    hint."""
+    if lean_hint is None or lean:
+        return _build(state, greedy, pair_budget, constraints, levels, evictions, deadline, lean_deadline, lean)
+    try:
+        return _build(state, greedy, pair_budget, constraints, levels, evictions, deadline, lean_deadline, lean,
+                      defer_lean=True)
+    except _TurnsLean:
+        return _build(state, lean_hint, pair_budget, constraints, levels, False, deadline, lean_deadline, True)
+
+
+def _build(state: ClusterState, greedy: GreedyResult, pair_budget: int | None,
+           constraints: tuple[Concern, ...], levels: tuple[tuple[Concern, ...], ...], evictions: bool,
+           deadline: float | None, lean_deadline: float | None, lean: bool, defer_lean: bool = False
+           ) -> ModelContext:
     """`deadline` (time.perf_counter()): checked between steps; past it, BuildTimeout. Also when
     what is left of the build cannot end before it: the victim pool and the candidate selection
     are not started when they could not end in time with the model's rows after them (a
@@ -99,7 +121,8 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     cycle decodes a lean solution, and runs KAI's eviction actions after it, only where it is not
     greedy's allocation and time is left); None: no lean model, BuildTimeout. `lean`: the lean
     model whatever the time (greedy's decisions must then be allocate's alone, as the cycle
-    ensures)."""
+    ensures). `defer_lean`: where it would turn lean, _TurnsLean (build_model then builds the
+    lean model on its own hint)."""
     def check(left: float = 0.0) -> None:
         if deadline is not None and time.perf_counter() + left > deadline:
             raise BuildTimeout("the model was not built within the time KAI's actions left")
@@ -127,6 +150,8 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     elif not fits(pool_estimate + typical_after):
         lean, deadline = _lean(lean_deadline)
         check(lean_after)
+        if defer_lean:
+            raise _TurnsLean
     pool = None
     if evictions and not lean:
         t = time.perf_counter()
@@ -137,6 +162,8 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
         if not fits(max(after_pool * max(1.0, speed), typical_after * max(1.0, slower))):
             lean, deadline, pool = *_lean(lean_deadline), None
             check(lean_after * max(1.0, speed))
+            if defer_lean:
+                raise _TurnsLean
     if lean:
         levels = lean_levels(levels)
     else:       # the lean model's hint is greedy's allocation as it is (what model/decode.py is_greedys reads)
