@@ -414,15 +414,15 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
     lean_hint = greedy.alone if lean_after is None and not fixed else None
     t1 = time.perf_counter()
     deadline = _build_deadline(t0, settings.time_limit, after_model, greedy)
+    if no_time_to_build(t1, greedy):
+        stats["fallbackReason"] = too_little
+        return kais("greedy", "FALLBACK")
     # A lean model's allocation needs decoding and KAI's eviction actions after it only where it
     # is not greedy's own (which the solver then proved best, or found nothing above): when no
     # time is left for them then, greedy's cycle is returned. So its build may run until the solver
     # could still get MIN_SOLVE_SECONDS.
     lean_deadline = (None if lean_after is None and lean_hint is None
                      else t0 + settings.time_limit - MIN_SOLVE_SECONDS - DECODE_RESERVE)
-    if no_time_to_build(t1, greedy):
-        stats["fallbackReason"] = too_little
-        return kais("greedy", "FALLBACK")
     try:
         ctx = build_model(state, greedy, pair_budget=pair_budget(state, greedy, settings.time_limit),
                           evictions=not fixed, deadline=deadline, lean_deadline=lean_deadline, lean=squeezed,
@@ -434,16 +434,16 @@ def _modelled(state: ClusterState, settings: CycleSettings, greedy: GreedyResult
     t_build = time.perf_counter() - t1
     lean = bool(ctx.extensions.get("lean"))
     rerun = ctx.greedy is not greedy         # built lean on allocate's decisions (lean_hint)
-    if rerun:
-        greedy = ctx.greedy
-        stats["evictionsBy"] = ("greedy actions after the lean model (its hint allocate's decisions: KAI's "
-                                "evictions are not lean model variables)")
+    greedy = ctx.greedy
     # After a lean model whose hint is allocate's decisions because KAI's eviction actions changed
     # nothing, running them again on the model's allocation is worth the time it leaves, not more:
     # the solver gets the time they took (lean_after), and they run only where it is left after
     # decoding (their earlier run's outcome explains the pending jobs otherwise). After a fixed
     # model they make evictions greedy made, and their time is kept back from the solver.
-    if lean and not fixed and not rerun:
+    if rerun:
+        stats["evictionsBy"] = ("greedy actions after the lean model (its hint allocate's decisions: KAI's "
+                                "evictions are not lean model variables)")
+    elif lean and not fixed:
         stats["evictionsBy"] = "greedy actions after the lean model"
     stats["modelScope"] = "lean" if lean else "full"
     greedy_objective = ctx.greedy_objective

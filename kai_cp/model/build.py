@@ -96,11 +96,9 @@ def build_model(state: ClusterState, greedy: GreedyResult, pair_budget: int | No
     the full model decides (a lean model has no eviction variables, so its hint cannot hold
     them; KAI's actions run again on its answer, kai_cp/cycle.py). Its ctx.greedy is then that
     hint."""
-    if lean_hint is None or lean:
-        return _build(state, greedy, pair_budget, constraints, levels, evictions, deadline, lean_deadline, lean)
     try:
         return _build(state, greedy, pair_budget, constraints, levels, evictions, deadline, lean_deadline, lean,
-                      defer_lean=True)
+                      defer_lean=lean_hint is not None)
     except _TurnsLean:
         return _build(state, lean_hint, pair_budget, constraints, levels, False, deadline, lean_deadline, True)
 
@@ -130,6 +128,16 @@ def _build(state: ClusterState, greedy: GreedyResult, pair_budget: int | None,
     def fits(left: float) -> bool:
         return deadline is None or time.perf_counter() + left <= deadline
 
+    def turn_lean(left: float) -> None:
+        """The lean model's deadline from now on, checked for what it has `left` to do."""
+        nonlocal deadline
+        if lean_deadline is None:       # no lean model: out of time
+            raise BuildTimeout("the model was not built within the time KAI's actions left")
+        deadline = lean_deadline
+        check(left)
+        if defer_lean:
+            raise _TurnsLean
+
     classes = build_classes(state, greedy)
     greedy_nodes = greedy_class_nodes(greedy, classes)
     class_nodes = len(classes) * len(state.nodes)
@@ -148,10 +156,8 @@ def _build(state: ClusterState, greedy: GreedyResult, pair_budget: int | None,
     if lean:
         deadline = lean_deadline if lean_deadline is not None else deadline
     elif not fits(pool_estimate + typical_after):
-        lean, deadline = _lean(lean_deadline)
-        check(lean_after)
-        if defer_lean:
-            raise _TurnsLean
+        turn_lean(lean_after)
+        lean = True
     pool = None
     if evictions and not lean:
         t = time.perf_counter()
@@ -160,10 +166,8 @@ def _build(state: ClusterState, greedy: GreedyResult, pair_budget: int | None,
         speed = took / pool_estimate if pool_estimate > 0.01 else 1.0
         slower = took / (TYPICAL_POOL_SECONDS_PER_JOB * len(state.victims)) if pool_estimate > 0.01 else 1.0
         if not fits(max(after_pool * max(1.0, speed), typical_after * max(1.0, slower))):
-            lean, deadline, pool = *_lean(lean_deadline), None
-            check(lean_after * max(1.0, speed))
-            if defer_lean:
-                raise _TurnsLean
+            turn_lean(lean_after * max(1.0, speed))
+            lean, pool = True, None
     if lean:
         levels = lean_levels(levels)
     else:       # the lean model's hint is greedy's allocation as it is (what model/decode.py is_greedys reads)
@@ -215,12 +219,6 @@ def _build(state: ClusterState, greedy: GreedyResult, pair_budget: int | None,
     if variables:
         maximize(model, variables, coefficients)
     return ctx
-
-
-def _lean(lean_deadline: float | None) -> tuple[bool, float]:
-    if lean_deadline is None:
-        raise BuildTimeout("the model was not built within the time KAI's actions left")
-    return True, lean_deadline
 
 
 def _derive(ctx: ModelContext) -> None:

@@ -62,11 +62,10 @@ class _StopOnceImproved(cp_model.CpSolverSolutionCallback):
 
     def on_solution_callback(self) -> None:
         if self.objective_value > self.floor:
-            if not self.improved and time.perf_counter() >= self.at:
-                self.late = True
-            self.improved = True
             if time.perf_counter() >= self.at:
+                self.late = self.late or not self.improved     # none better before `at`
                 self.stop_search()
+            self.improved = True
 
     def at_deadline(self) -> None:
         if self.improved:
